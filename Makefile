@@ -1,0 +1,37 @@
+# The two commands of README.md. Everything they need is installed from here.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+CONFIG ?= config.example.toml
+
+.PHONY: run test lint unit integration bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	@$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	@rm -f $(VENV)/.installed-* && touch $@
+
+run: $(STAMP)
+	@mkdir -p var
+	$(VENV)/bin/forwarder run --config $(CONFIG)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+test: $(STAMP)
+	@bash scripts/install-test-deps.sh
+	$(MAKE) --no-print-directory lint
+	$(VENV)/bin/pytest -q -p no:cacheprovider
+
+unit: $(STAMP)
+	$(VENV)/bin/pytest -q tests/unit
+
+integration: $(STAMP)
+	@bash scripts/install-test-deps.sh
+	$(VENV)/bin/pytest -q tests/integration
+
+clean:
+	rm -rf $(VENV) var .mypy_cache .ruff_cache

@@ -1,0 +1,3 @@
+from forwarder.cli import main
+
+raise SystemExit(main())

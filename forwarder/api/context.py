@@ -1,0 +1,55 @@
+"""What the API reads: the store and the running databases. Built by `app.py`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from aiohttp import web
+
+from forwarder.clock import Clock
+from forwarder.config import Config, DatabaseConfig
+from forwarder.store import DatabaseSettings, Identity, Store
+
+
+class SourceView(Protocol):
+    """How reading a database's log is going (state, current file, reason it cannot)."""
+
+    @property
+    def state(self) -> str: ...
+    @property
+    def file(self) -> str | None: ...
+    @property
+    def reason(self) -> str | None: ...
+
+
+class DatabaseView(Protocol):
+    """A configured database as the API sees it."""
+
+    @property
+    def config(self) -> DatabaseConfig: ...
+    @property
+    def identity(self) -> Identity: ...
+    def source_status(self) -> SourceView: ...
+
+
+class Databases(Protocol):
+    """The configured databases; `apply_settings` hands a settings change to the reader."""
+
+    def all(self) -> list[DatabaseView]: ...
+    def find(self, ref: str) -> DatabaseView | None: ...
+    def apply_settings(self, db_id: str, settings: DatabaseSettings) -> None: ...
+
+
+@dataclass(slots=True)
+class ApiContext:
+    """Everything a handler needs."""
+
+    config: Config
+    store: Store
+    databases: Databases
+    clock: Clock
+    ready: bool = False
+
+
+CONTEXT = web.AppKey("context", ApiContext)

@@ -1,0 +1,45 @@
+"""The one error shape of the API: `{"error": {"code", "message", "field"?}}` with a proper status."""
+
+from __future__ import annotations
+
+from typing import Final
+
+import orjson
+from aiohttp import web
+
+JSON: Final = "application/json"
+
+
+class ApiError(Exception):
+    """An error the caller caused or must know about; `message` never holds a secret."""
+
+    def __init__(self, status: int, code: str, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+
+    def response(self) -> web.Response:
+        body: dict[str, object] = {"code": self.code, "message": self.message}
+        if self.field is not None:
+            body["field"] = self.field
+        headers = {"WWW-Authenticate": 'Bearer realm="forwarder"'} if self.status == 401 else None
+        return web.Response(status=self.status, body=orjson.dumps({"error": body}), content_type=JSON, headers=headers)
+
+
+def bad_parameter(name: str, message: str) -> ApiError:
+    return ApiError(400, "invalid_parameter", f"{name}: {message}", field=name)
+
+
+def bad_body(name: str, message: str) -> ApiError:
+    return ApiError(400, "invalid_body", f"{name}: {message}" if name else message, field=name or None)
+
+
+def json_response(data: object, status: int = 200) -> web.Response:
+    return web.Response(status=status, body=orjson.dumps(data), content_type=JSON)
+
+
+def raw_json_response(body: bytes, status: int = 200) -> web.Response:
+    """A body that is already JSON (stored documents spliced together)."""
+    return web.Response(status=status, body=body, content_type=JSON)

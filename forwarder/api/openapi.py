@@ -1,0 +1,363 @@
+"""The OpenAPI 3.1 document served at /v1/openapi.json (the choices are explained in docs/api.md)."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from forwarder.model import KINDS
+
+_STR_OR_NULL = {"type": ["string", "null"]}
+_TIME = {"type": "string", "format": "date-time"}
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _errors(*statuses: int) -> dict[str, Any]:
+    text = {
+        400: "A parameter or the body is invalid; `error.field` names it.",
+        401: "No key, or an unknown or revoked key.",
+        403: "A read-only key on a write.",
+        404: "No database with that id or name.",
+        415: "The body is not JSON.",
+    }
+    return {str(s): _json(_ref("Error"), text[s]) for s in statuses}
+
+
+_REF_PARAM = {
+    "name": "ref",
+    "in": "path",
+    "required": True,
+    "description": "The database's id or name.",
+    "schema": {"type": "string"},
+}
+
+
+def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": False, "description": description, "schema": schema}
+
+
+_LINE = {
+    "type": "object",
+    "description": "A log line (SPEC 2.1). Every field is always present; unknown values are null.",
+    "required": [
+        "id",
+        "time",
+        "host",
+        "database_id",
+        "database_name",
+        "severity",
+        "kind",
+        "sqlstate",
+        "message",
+        "detail",
+        "hint",
+        "context",
+        "statement",
+        "user",
+        "database",
+        "application",
+        "client",
+        "pid",
+        "duration_ms",
+        "redacted",
+    ],
+    "properties": {
+        "id": {"type": "string", "pattern": "^[0-9]+$", "description": "Increasing; later lines have larger ids."},
+        "time": {**_TIME, "description": "When PostgreSQL wrote the line, UTC, milliseconds."},
+        "host": {"type": "string"},
+        "database_id": {"type": "string"},
+        "database_name": {"type": "string"},
+        "severity": {"type": "string"},
+        "kind": {"type": "string", "enum": list(KINDS)},
+        "sqlstate": _STR_OR_NULL,
+        "message": {"type": "string"},
+        "detail": _STR_OR_NULL,
+        "hint": _STR_OR_NULL,
+        "context": _STR_OR_NULL,
+        "statement": _STR_OR_NULL,
+        "user": _STR_OR_NULL,
+        "database": _STR_OR_NULL,
+        "application": _STR_OR_NULL,
+        "client": _STR_OR_NULL,
+        "pid": {"type": ["integer", "null"]},
+        "duration_ms": {"type": ["number", "null"]},
+        "redacted": {"type": "boolean"},
+    },
+}
+
+_SETTINGS = {
+    "type": "object",
+    "required": ["enabled", "full_text"],
+    "additionalProperties": False,
+    "properties": {"enabled": {"type": "boolean"}, "full_text": {"type": "boolean"}},
+}
+
+
+@cache
+def openapi_document() -> dict[str, Any]:
+    """The document; built once."""
+    bearer: list[dict[str, list[str]]] = [{"bearer": []}]
+    kind_values = [*KINDS, "errors", "locks", "maintenance"]
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "forwarder Logs API",
+            "version": "1",
+            "description": "PostgreSQL log lines: list, search, group, overview and settings. See docs/api.md.",
+        },
+        "servers": [{"url": "/"}],
+        "security": bearer,
+        "paths": {
+            "/v1/databases": {
+                "get": {
+                    "operationId": "listDatabases",
+                    "summary": "The configured databases",
+                    "responses": {
+                        "200": _json(
+                            {
+                                "type": "object",
+                                "required": ["databases"],
+                                "properties": {"databases": {"type": "array", "items": _ref("Database")}},
+                            },
+                            "The databases.",
+                        ),
+                        **_errors(400, 401),
+                    },
+                }
+            },
+            "/v1/databases/{ref}/logs": {
+                "get": {
+                    "operationId": "listLogs",
+                    "summary": "Log lines, newest first",
+                    "parameters": [
+                        _REF_PARAM,
+                        _query(
+                            "kind",
+                            {"type": "string", "enum": kind_values},
+                            "A kind, or an alias: errors, locks, maintenance. Comma-separated or repeated for several.",
+                        ),
+                        _query(
+                            "q",
+                            {"type": "string", "minLength": 1, "maxLength": 500},
+                            "Words that must all "
+                            "appear (as word prefixes) in message, detail, hint, context or statement.",
+                        ),
+                        _query("group", {"type": "string", "pattern": "^[0-9a-f]{16}$"}, "A group id."),
+                        _query("from", _TIME, "Lines written at or after this time."),
+                        _query("to", _TIME, "Lines written before this time."),
+                        _query("before", {"type": "string", "pattern": "^[0-9]{1,18}$"}, "Lines older than this id."),
+                        _query(
+                            "after",
+                            {"type": "string", "pattern": "^[0-9]{1,18}$"},
+                            "The lines right after this id (live tail); never skips a line.",
+                        ),
+                        _query(
+                            "limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": 100}, "Page size."
+                        ),
+                        _query(
+                            "wait_seconds",
+                            {"type": "integer", "minimum": 0, "maximum": 30, "default": 0},
+                            "With `after`: wait up to this long for a new line before answering empty.",
+                        ),
+                    ],
+                    "responses": {
+                        "200": _json(
+                            {
+                                "type": "object",
+                                "required": ["lines", "has_more"],
+                                "properties": {
+                                    "lines": {"type": "array", "items": _ref("LogLine"), "maxItems": 500},
+                                    "has_more": {"type": "boolean"},
+                                },
+                            },
+                            "A page of lines, newest first.",
+                        ),
+                        **_errors(400, 401, 404),
+                    },
+                }
+            },
+            "/v1/databases/{ref}/logs/groups": {
+                "get": {
+                    "operationId": "listLogGroups",
+                    "summary": "Repeated messages (last 24 hours unless `from`)",
+                    "parameters": [
+                        _REF_PARAM,
+                        _query("from", _TIME, "Start of the window; default 24 hours ago."),
+                        _query("limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": 100}, "Groups."),
+                    ],
+                    "responses": {
+                        "200": _json(
+                            {
+                                "type": "object",
+                                "required": ["from", "to", "groups"],
+                                "properties": {
+                                    "from": _TIME,
+                                    "to": _TIME,
+                                    "groups": {"type": "array", "items": _ref("LogGroup")},
+                                },
+                            },
+                            "Groups, most frequent first.",
+                        ),
+                        **_errors(400, 401, 404),
+                    },
+                }
+            },
+            "/v1/databases/{ref}/logs/overview": {
+                "get": {
+                    "operationId": "getLogOverview",
+                    "summary": "Settings, reading state, 24-hour counts, retention and today's usage",
+                    "parameters": [_REF_PARAM],
+                    "responses": {"200": _json(_ref("LogOverview"), "The overview."), **_errors(400, 401, 404)},
+                }
+            },
+            "/v1/databases/{ref}/logs/settings": {
+                "patch": {
+                    "operationId": "updateLogSettings",
+                    "summary": "Change the database's log settings",
+                    "parameters": [_REF_PARAM],
+                    "requestBody": {
+                        "required": True,
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "additionalProperties": False,
+                                    "minProperties": 1,
+                                    "properties": {"enabled": {"type": "boolean"}, "full_text": {"type": "boolean"}},
+                                }
+                            }
+                        },
+                    },
+                    "responses": {
+                        "200": _json(_ref("LogSettings"), "The settings now in force."),
+                        **_errors(400, 401, 403, 404, 415),
+                    },
+                }
+            },
+            "/healthz": {
+                "get": {
+                    "operationId": "healthz",
+                    "security": [],
+                    "summary": "Alive",
+                    "responses": {"200": _json({"type": "object"}, "The daemon answers.")},
+                }
+            },
+            "/readyz": {
+                "get": {
+                    "operationId": "readyz",
+                    "security": [],
+                    "summary": "Ready: store open and API bound",
+                    "responses": {
+                        "200": _json({"type": "object"}, "Ready."),
+                        "503": _json({"type": "object"}, "Not ready."),
+                    },
+                }
+            },
+        },
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "An API key."}},
+            "schemas": {
+                "LogLine": _LINE,
+                "LogSettings": _SETTINGS,
+                "Database": {
+                    "type": "object",
+                    "required": ["id", "name", "host", "enabled", "full_text"],
+                    "properties": {
+                        "id": {"type": "string"},
+                        "name": {"type": "string"},
+                        "host": {"type": "string"},
+                        "enabled": {"type": "boolean"},
+                        "full_text": {"type": "boolean"},
+                    },
+                },
+                "LogGroup": {
+                    "type": "object",
+                    "required": ["group", "kind", "count", "first_time", "last_time", "line"],
+                    "properties": {
+                        "group": {"type": "string", "pattern": "^[0-9a-f]{16}$"},
+                        "kind": {"type": "string", "enum": list(KINDS)},
+                        "count": {"type": "integer", "minimum": 1},
+                        "first_time": _TIME,
+                        "last_time": _TIME,
+                        "line": _ref("LogLine"),
+                    },
+                },
+                "LogOverview": {
+                    "type": "object",
+                    "required": ["database", "settings", "source", "counts_24h", "retention", "usage_today"],
+                    "properties": {
+                        "database": _ref("Database"),
+                        "settings": _ref("LogSettings"),
+                        "source": {
+                            "type": "object",
+                            "required": ["path", "format", "state", "file", "reason"],
+                            "properties": {
+                                "path": {"type": "string"},
+                                "format": {"type": "string", "enum": ["stderr", "csvlog", "jsonlog"]},
+                                "state": {
+                                    "type": "string",
+                                    "enum": [
+                                        "starting",
+                                        "reading",
+                                        "disabled",
+                                        "no_file",
+                                        "permission_denied",
+                                        "format_mismatch",
+                                        "error",
+                                    ],
+                                },
+                                "file": _STR_OR_NULL,
+                                "reason": _STR_OR_NULL,
+                            },
+                        },
+                        "counts_24h": {
+                            "type": "object",
+                            "required": list(KINDS),
+                            "properties": {k: {"type": "integer", "minimum": 0} for k in KINDS},
+                        },
+                        "retention": {
+                            "type": "object",
+                            "required": ["days", "max_bytes", "store_bytes", "oldest_time"],
+                            "properties": {
+                                "days": {"type": "number"},
+                                "max_bytes": {"type": "integer"},
+                                "store_bytes": {"type": "integer"},
+                                "oldest_time": {"type": ["string", "null"], "format": "date-time"},
+                            },
+                        },
+                        "usage_today": {
+                            "type": "object",
+                            "required": ["day", "lines", "bytes"],
+                            "properties": {
+                                "day": {"type": "string", "format": "date"},
+                                "lines": {"type": "integer"},
+                                "bytes": {"type": "integer"},
+                            },
+                        },
+                    },
+                },
+                "Error": {
+                    "type": "object",
+                    "required": ["error"],
+                    "properties": {
+                        "error": {
+                            "type": "object",
+                            "required": ["code", "message"],
+                            "properties": {
+                                "code": {"type": "string"},
+                                "message": {"type": "string"},
+                                "field": {"type": "string"},
+                            },
+                        }
+                    },
+                },
+            },
+        },
+    }

@@ -1,0 +1,221 @@
+"""Command line: the daemon (`run`), operator commands and a client of the Logs API.
+
+Exit codes: 0 ok, 1 a request failed, 2 usage error, 3 startup failure, 78 bad config
+(EX_CONFIG from sysexits.h, which systemd's RestartPreventExitStatus=78 relies on).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+import orjson
+
+from forwarder.config import Config, ConfigError, load_config
+
+EX_OK = 0
+EX_FAILED = 1
+EX_USAGE = 2
+EX_STARTUP = 3
+EX_CONFIG = 78
+
+DEFAULT_CONFIG = os.environ.get("FORWARDER_CONFIG", "/etc/forwarder/forwarder.toml")
+
+
+def _load(path: str) -> Config:
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"{path}: {problem}" if not problem.startswith(str(path)) else problem, file=sys.stderr)
+        raise SystemExit(EX_CONFIG) from None
+
+
+# --- daemon and operator commands -----------------------------------------------------------
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    config = _load(args.config)
+    from forwarder.app import Daemon
+    from forwarder.logsetup import setup_logging
+
+    setup_logging(args.log_level)
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:  # pragma: no cover - uvloop is a dependency on every supported platform
+        pass
+    try:
+        asyncio.run(Daemon(config).run())
+    except OSError as exc:
+        logging.getLogger("forwarder").error("startup failed: %s", exc)
+        return EX_STARTUP
+    return EX_OK
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    config = _load(args.path)
+    print(f"{args.path}: ok ({len(config.databases)} database(s))")
+    return EX_OK
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from forwarder.store import open_sync
+    from forwarder.store import state as S
+
+    config = _load(args.config)
+    conn = open_sync(config.store.path)
+    now_us = int(datetime.now(tz=UTC).timestamp() * 1_000_000)
+    try:
+        if args.keys_command == "create":
+            conn.execute("BEGIN IMMEDIATE")
+            key, full = S.create_key(conn, args.name, args.role, now_us)
+            S.audit(
+                conn,
+                now_us,
+                org=key.org,
+                actor="cli",
+                action="keys.created",
+                target=key.id,
+                details={"role": key.role, "name": key.name},
+            )
+            conn.execute("COMMIT")
+            print(full)
+            print(f"key {key.id} ({key.role}) created; this is the only time it is shown", file=sys.stderr)
+        elif args.keys_command == "list":
+            rows = S.list_keys(conn)
+            if args.json:
+                print(
+                    orjson.dumps(
+                        [
+                            {
+                                "id": k.id,
+                                "name": k.name,
+                                "role": k.role,
+                                "org": k.org,
+                                "revoked": k.revoked_at is not None,
+                            }
+                            for k in rows
+                        ]
+                    ).decode()
+                )
+            else:
+                for k in rows:
+                    state = "revoked" if k.revoked_at else "active"
+                    print(f"{k.id}  {k.role:<10}  {state:<7}  {k.name}")
+        elif args.keys_command == "revoke":
+            conn.execute("BEGIN IMMEDIATE")
+            done = S.revoke_key(conn, args.id, now_us)
+            if done:
+                S.audit(conn, now_us, org=S.DEFAULT_ORG, actor="cli", action="keys.revoked", target=args.id)
+            conn.execute("COMMIT")
+            if not done:
+                print(f"no active key {args.id}", file=sys.stderr)
+                return EX_FAILED
+            print(f"key {args.id} revoked")
+    finally:
+        conn.close()
+    return EX_OK
+
+
+def cmd_parse(args: argparse.Namespace) -> int:
+    from forwarder.model import spec_fields
+    from forwarder.pglog import make_reader, parse_stream
+
+    try:
+        reader = make_reader(args.format, line_prefix=args.prefix, timezone=args.timezone, full_text=args.full_text)
+    except (ValueError, NotImplementedError) as exc:
+        print(f"forwarder parse: {exc}", file=sys.stderr)
+        return EX_USAGE
+    stdin = sys.stdin.buffer
+    chunks = iter(lambda: stdin.read(1 << 16), b"")
+    out = sys.stdout.buffer
+    for line in parse_stream(reader, chunks):
+        out.write(orjson.dumps(spec_fields(line)) + b"\n")
+    out.flush()
+    return EX_OK
+
+
+# --- client commands --------------------------------------------------------------------------
+
+
+def cmd_login(args: argparse.Namespace) -> int:
+    from forwarder import client
+
+    return client.login(args.url, args.key)
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    from forwarder import client
+
+    return client.logs_command(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="forwarder", description="PostgreSQL log forwarder")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("run", help="run the daemon")
+    p.add_argument("--config", "-c", default=DEFAULT_CONFIG, help="TOML config file")
+    p.add_argument(
+        "--log-level",
+        default=os.environ.get("FORWARDER_LOG_LEVEL", "info"),
+        choices=["debug", "info", "warning", "error"],
+    )
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("check-config", help="validate a config file; exit 78 listing every mistake")
+    p.add_argument("path")
+    p.set_defaults(func=cmd_check_config)
+
+    p = sub.add_parser("keys", help="manage API keys (on this host's store)")
+    p.add_argument("--config", "-c", default=DEFAULT_CONFIG)
+    ksub = p.add_subparsers(dest="keys_command", required=True)
+    k = ksub.add_parser("create", help="create a key and print it once")
+    k.add_argument("--role", required=True, choices=["read-only", "read-write"])
+    k.add_argument("--name", default="")
+    k = ksub.add_parser("list", help="list keys (never their secret)")
+    k.add_argument("--json", action="store_true")
+    k = ksub.add_parser("revoke", help="revoke a key by its id")
+    k.add_argument("id")
+    p.set_defaults(func=cmd_keys)
+
+    p = sub.add_parser("parse", help="parse PostgreSQL log text from stdin, print one JSON line per entry")
+    p.add_argument("--format", default="stderr", choices=["stderr", "csvlog", "jsonlog"])
+    p.add_argument("--prefix", default="%m [%p] ", help="log_line_prefix (stderr)")
+    p.add_argument("--timezone", default="UTC", help="log_timezone, an IANA name")
+    p.add_argument("--full-text", action="store_true", help="keep values (no redaction)")
+    p.set_defaults(func=cmd_parse)
+
+    p = sub.add_parser("login", help="check an API key against a server and store it for the CLI")
+    p.add_argument("--url", required=True)
+    p.add_argument("--key", required=True)
+    p.set_defaults(func=cmd_login)
+
+    from forwarder.client import add_logs_parser
+
+    add_logs_parser(sub, cmd_logs)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EX_OK
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,226 @@
+"""The CLI's client of the Logs API: `forwarder login` and `forwarder logs ...`.
+
+The login is stored in `$XDG_CONFIG_HOME/forwarder/credentials.json` (mode 0600); `--url` /
+`--key` or FORWARDER_URL / FORWARDER_KEY override it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+EX_OK, EX_FAILED, EX_USAGE = 0, 1, 2
+
+
+def credentials_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "forwarder" / "credentials.json"
+
+
+class ClientError(Exception):
+    """A request that did not succeed; the text is safe to print (never holds the key)."""
+
+
+def request_json(url: str, key: str, path: str, params: dict[str, Any] | None = None, timeout: float = 60) -> Any:
+    query = urllib.parse.urlencode([(k, v) for k, v in (params or {}).items() if v is not None], doseq=True)
+    if not url.startswith(("http://", "https://")):
+        raise ClientError(f"the server URL must start with http:// or https:// (got {url!r})")
+    full = url.rstrip("/") + path + (f"?{query}" if query else "")
+    headers = {"Authorization": f"Bearer {key}", "Accept": "application/json"}
+    req = urllib.request.Request(full, headers=headers)  # noqa: S310 - scheme checked above
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - scheme checked above
+            return json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        try:
+            err = json.loads(exc.read())["error"]
+            raise ClientError(f"{exc.code} {err['code']}: {err['message']}") from None
+        except (ValueError, KeyError, TypeError):
+            raise ClientError(f"HTTP {exc.code} from {url}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ClientError(f"cannot reach {url}: {reason}") from None
+
+
+def login(url: str, key: str) -> int:
+    """Check the key against the server, then store it (mode 0600)."""
+    if not url.startswith(("http://", "https://")):
+        print("forwarder login: --url must start with http:// or https://", file=sys.stderr)
+        return EX_USAGE
+    try:
+        data = request_json(url, key, "/v1/databases")
+    except ClientError as exc:
+        print(f"forwarder login: {exc}", file=sys.stderr)
+        return EX_FAILED
+    path = credentials_path()
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        os.fchmod(fh.fileno(), 0o600)
+        json.dump({"url": url.rstrip("/"), "key": key}, fh)
+    names = ", ".join(d["name"] for d in data.get("databases", [])) or "none"
+    print(f"logged in to {url} (databases: {names}); saved to {path}")
+    return EX_OK
+
+
+def _credentials(args: argparse.Namespace) -> tuple[str, str]:
+    url = args.url or os.environ.get("FORWARDER_URL")
+    key = args.key or os.environ.get("FORWARDER_KEY")
+    if not (url and key):
+        try:
+            saved = json.loads(credentials_path().read_text())
+            url, key = url or saved["url"], key or saved["key"]
+        except (OSError, ValueError, KeyError):
+            pass
+    if not (url and key):
+        raise ClientError("not logged in: run `forwarder login --url URL --key KEY` (or pass --url and --key)")
+    return url, key
+
+
+# --- output -----------------------------------------------------------------------------------
+
+
+def format_line(line: dict[str, Any]) -> str:
+    """One log line for a terminal: time, severity, kind, message, then indented details."""
+    who = "@".join(x for x in (line.get("user"), line.get("database")) if x)
+    bits = [f"pid={line['pid']}" if line.get("pid") is not None else "", who]
+    if line.get("duration_ms") is not None:
+        bits.append(f"{line['duration_ms']:.1f}ms")
+    if line.get("sqlstate"):
+        bits.append(line["sqlstate"])
+    meta = " ".join(b for b in bits if b)
+    out = [
+        f"{line['time']} {line['severity']:<7} {line['kind']:<20} {line['message']}" + (f"  ({meta})" if meta else "")
+    ]
+    for field in ("detail", "hint", "context", "statement"):
+        if line.get(field):
+            text = str(line[field]).replace("\n", "\n" + " " * 14)
+            out.append(f"    {field.upper():<9} {text}")
+    return "\n".join(out)
+
+
+def _print_lines(lines: list[dict[str, Any]], as_json: bool) -> None:
+    for line in lines:
+        print(json.dumps(line) if as_json else format_line(line), flush=True)
+
+
+def _line_params(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "kind": ",".join(args.kind) if args.kind else None,
+        "q": args.q,
+        "group": args.group,
+        "from": args.from_,
+        "to": args.to,
+        "before": args.before,
+        "after": args.after,
+        "limit": args.limit,
+    }
+
+
+def logs_command(args: argparse.Namespace) -> int:
+    try:
+        url, key = _credentials(args)
+        ref = urllib.parse.quote(args.database, safe="")
+        base = f"/v1/databases/{ref}/logs"
+        if args.logs_command == "list":
+            page = request_json(url, key, base, _line_params(args))
+            _print_lines(page["lines"], args.json)
+            if page["has_more"] and not args.json and page["lines"]:
+                print(f"-- more: --before {page['lines'][-1]['id']}", file=sys.stderr)
+        elif args.logs_command == "tail":
+            return _tail(url, key, base, args)
+        elif args.logs_command == "groups":
+            data = request_json(url, key, base + "/groups", {"from": args.from_, "limit": args.limit})
+            if args.json:
+                print(json.dumps(data))
+            else:
+                for g in data["groups"]:
+                    print(f"{g['count']:>8}  {g['kind']:<20} {g['last_time']}  {g['line']['message']}  [{g['group']}]")
+        elif args.logs_command == "overview":
+            data = request_json(url, key, base + "/overview")
+            if args.json:
+                print(json.dumps(data))
+            else:
+                _print_overview(data)
+    except ClientError as exc:
+        print(f"forwarder logs: {exc}", file=sys.stderr)
+        return EX_FAILED
+    return EX_OK
+
+
+def _tail(url: str, key: str, base: str, args: argparse.Namespace) -> int:
+    """Print the newest lines, then follow with `after` (long polls; no line is skipped)."""
+    params = _line_params(args)
+    params["limit"] = args.limit or 20
+    params["after"] = None
+    page = request_json(url, key, base, params)
+    lines = list(reversed(page["lines"]))
+    _print_lines(lines, args.json)
+    after = int(lines[-1]["id"]) if lines else (int(args.after) if args.after else 0)
+    polls = 0
+    while args.max_polls is None or polls < args.max_polls:
+        polls += 1
+        params.update(after=after, limit=500, wait_seconds=args.wait_seconds)
+        try:
+            page = request_json(url, key, base, params, timeout=args.wait_seconds + 30)
+        except ClientError as exc:
+            print(f"forwarder logs tail: {exc}; retrying", file=sys.stderr)
+            time.sleep(2)
+            continue
+        new = list(reversed(page["lines"]))
+        _print_lines(new, args.json)
+        if new:
+            after = int(new[-1]["id"])
+    return EX_OK
+
+
+def _print_overview(data: dict[str, Any]) -> None:
+    db, s, src = data["database"], data["settings"], data["source"]
+    print(f"{db['name']} ({db['id']}) on {db['host']}")
+    print(f"  settings   enabled={s['enabled']} full_text={s['full_text']}")
+    where = src["file"] or src["path"]
+    print(f"  reading    {src['state']}: {where}" + (f" ({src['reason']})" if src["reason"] else ""))
+    counts = {k: v for k, v in data["counts_24h"].items() if v}
+    print("  last 24h   " + (", ".join(f"{k}={v}" for k, v in counts.items()) or "no lines"))
+    r, u = data["retention"], data["usage_today"]
+    print(f"  retention  {r['days']} days, {r['store_bytes']}/{r['max_bytes']} bytes, oldest {r['oldest_time']}")
+    print(f"  today      {u['lines']} lines, {u['bytes']} bytes read")
+
+
+def add_logs_parser(sub: Any, func: Callable[[argparse.Namespace], int]) -> None:
+    p = sub.add_parser("logs", help="read a database's log lines from a running forwarder")
+    lsub = p.add_subparsers(dest="logs_command", required=True)
+    for name, text in (
+        ("list", "list lines, newest first"),
+        ("tail", "follow new lines"),
+        ("groups", "repeated messages"),
+        ("overview", "settings, reading state, counts"),
+    ):
+        c = lsub.add_parser(name, help=text)
+        c.add_argument("database", help="database id or name")
+        c.add_argument("--url", help="server URL (default: from `forwarder login`)")
+        c.add_argument("--key", help="API key (default: from `forwarder login`)")
+        c.add_argument("--json", action="store_true", help="one JSON object per line")
+        if name in ("list", "tail"):
+            c.add_argument("--kind", action="append", help="kind or alias (errors, locks, maintenance)")
+            c.add_argument("--q", help="search words")
+            c.add_argument("--group", help="group id")
+            c.add_argument("--to", help="RFC 3339 time")
+            c.add_argument("--before", help="line id")
+            c.add_argument("--after", help="line id")
+        if name in ("list", "tail", "groups"):
+            c.add_argument("--from", dest="from_", help="RFC 3339 time")
+            c.add_argument("--limit", type=int)
+        if name == "tail":
+            c.add_argument("--wait-seconds", type=int, default=25, help="long-poll length")
+            c.add_argument("--max-polls", type=int, help="stop after this many polls (scripts, tests)")
+        c.set_defaults(func=func)

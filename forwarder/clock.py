@@ -1,0 +1,76 @@
+"""Time for everything time-based, so tests drive it with `FakeClock` instead of sleeping."""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import time
+from typing import Protocol
+
+
+class Clock(Protocol):
+    """Source of wall time, monotonic time and sleeps."""
+
+    def now(self) -> float:
+        """Wall-clock seconds since the Unix epoch."""
+        ...
+
+    def monotonic(self) -> float:
+        """Seconds on a clock that never goes back."""
+        ...
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait `seconds` on this clock."""
+        ...
+
+
+class SystemClock:
+    """The real clock."""
+
+    def now(self) -> float:
+        return time.time()
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+class FakeClock:
+    """A clock that moves only when `advance` is called; sleepers wake when their time is reached."""
+
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self._now = start
+        self._mono = 0.0
+        self._sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._seq = itertools.count()
+
+    def now(self) -> float:
+        return self._now
+
+    def monotonic(self) -> float:
+        return self._mono
+
+    async def sleep(self, seconds: float) -> None:
+        if seconds <= 0:
+            await asyncio.sleep(0)
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._sleepers, (self._mono + seconds, next(self._seq), fut))
+        await fut
+
+    @property
+    def sleepers(self) -> int:
+        """How many sleeps are waiting (tests wait for a task to reach its sleep)."""
+        return sum(1 for _, _, f in self._sleepers if not f.done())
+
+    def advance(self, seconds: float) -> None:
+        """Move time forward and wake every sleeper whose deadline has come."""
+        self._now += seconds
+        self._mono += seconds
+        while self._sleepers and self._sleepers[0][0] <= self._mono:
+            _, _, fut = heapq.heappop(self._sleepers)
+            if not fut.done():
+                fut.set_result(None)

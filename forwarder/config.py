@@ -1,0 +1,179 @@
+"""The daemon's configuration: one TOML file plus FORWARDER_* environment overrides.
+
+Environment variables win over the file; nested keys use `__`, e.g. FORWARDER_SERVER__PORT=9000.
+Unknown keys are errors. Every mistake is reported with its TOML path (`databases[1].log.format`).
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import tomllib
+import zoneinfo
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+LogFormat = Literal["stderr", "csvlog", "jsonlog"]
+
+_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+
+
+class ConfigError(Exception):
+    """A configuration that cannot be used; `problems` are `path: message` lines."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ServerConfig(_Section):
+    """Where the HTTP API listens."""
+
+    host: str = Field("127.0.0.1", description="Address the Logs API listens on.")
+    port: int = Field(8780, ge=0, le=65535, description="TCP port of the Logs API (0 picks a free one).")
+
+
+class StoreConfig(_Section):
+    """The embedded SQLite store."""
+
+    path: Path = Field(Path("var/forwarder.db"), description="SQLite database file (WAL mode).")
+    retention_days: float = Field(7.0, gt=0, description="Lines older than this are deleted.")
+    max_bytes: int = Field(
+        1 << 30, ge=1 << 20, description="Size cap of the store; the oldest lines are deleted beyond it."
+    )
+    retention_interval_seconds: float = Field(60.0, gt=0, description="How often retention by age and by size runs.")
+
+
+class SecurityConfig(_Section):
+    """Secrets at rest."""
+
+    secrets_key_file: Path = Field(
+        Path("var/secrets.key"),
+        description="AES-256 key file for secrets at rest; created with mode 0600 on first start.",
+    )
+
+
+class LogSourceConfig(_Section):
+    """Where and how a database's server log is read."""
+
+    path: str = Field(description="Glob of the log files, e.g. /var/log/postgresql/postgresql-*.log.")
+    format: LogFormat = Field("stderr", description="log_destination of the server: stderr, csvlog or jsonlog.")
+    line_prefix: str = Field("%m [%p] ", description="The server's log_line_prefix (stderr format only).")
+    timezone: str = Field("UTC", description="The server's log_timezone, an IANA name.")
+    poll_interval_seconds: float = Field(0.25, gt=0, le=10, description="How often the files are checked for new data.")
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            zoneinfo.ZoneInfo(value)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {value!r} (use an IANA name such as Europe/Berlin)") from None
+        return value
+
+
+class DatabaseConfig(_Section):
+    """One monitored PostgreSQL server (a `database` of SPEC)."""
+
+    id: str = Field(description="Stable identifier used in the API and in stored lines.")
+    name: str = Field(description="Display name; the API also accepts it as {ref}.")
+    host: str = Field(default_factory=socket.gethostname, description="Host name shown on every line.")
+    enabled: bool = Field(True, description="Initial setting: read this database's log.")
+    full_text: bool = Field(False, description="Initial setting: keep values in lines (no redaction).")
+    log: LogSourceConfig
+
+    @field_validator("id")
+    @classmethod
+    def _id_shape(cls, value: str) -> str:
+        if not _ID_RE.match(value):
+            raise ValueError("must be 1-63 characters of a-z, 0-9, '_' or '-', starting with a letter or digit")
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _name_shape(cls, value: str) -> str:
+        if not value.strip() or len(value) > 200:
+            raise ValueError("must be 1-200 characters and not blank")
+        return value
+
+
+class Config(BaseSettings):
+    """The whole configuration file."""
+
+    model_config = SettingsConfigDict(env_prefix="FORWARDER_", env_nested_delimiter="__", extra="forbid", frozen=True)
+
+    server: ServerConfig = ServerConfig()
+    store: StoreConfig = StoreConfig()
+    security: SecurityConfig = SecurityConfig()
+    databases: list[DatabaseConfig] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique(self) -> Config:
+        seen_ids: set[str] = set()
+        seen_names: set[str] = set()
+        problems: list[str] = []
+        for db in self.databases:
+            if db.id in seen_ids:
+                problems.append(f"duplicate database id {db.id!r}")
+            if db.name in seen_names:
+                problems.append(f"duplicate database name {db.name!r}")
+            seen_ids.add(db.id)
+            seen_names.add(db.name)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The TOML document arrives as init kwargs; the environment overrides it.
+        return (env_settings, init_settings)
+
+
+def _loc_to_path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + part
+    return out or "(top level)"
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate the TOML file at `path`; raises ConfigError listing every mistake."""
+    try:
+        with open(path, "rb") as fh:
+            data: dict[str, Any] = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError([f"{path}: file not found"]) from None
+    except PermissionError:
+        raise ConfigError([f"{path}: permission denied"]) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError([f"{path}: not valid TOML: {exc}"]) from None
+    return config_from_dict(data)
+
+
+def config_from_dict(data: dict[str, Any]) -> Config:
+    """Validate an already parsed TOML document; raises ConfigError listing every mistake."""
+    try:
+        return Config(**data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors(include_url=False, include_input=False):
+            msg = err["msg"].removeprefix("Value error, ")
+            problems.append(f"{_loc_to_path(tuple(err['loc']))}: {msg}")
+        raise ConfigError(problems) from None

@@ -1,0 +1,135 @@
+"""Values that flow through the daemon: the log line of SPEC 2.1 and its kinds.
+
+`pglog` produces `LogLine`s (what a PostgreSQL log entry says); the store adds the identity
+(`id`, `database_id`, `database_name`, `host`) when it appends them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Final, Literal, get_args
+
+Kind = Literal[
+    "error",
+    "slow_query",
+    "lock_wait",
+    "deadlock",
+    "auth_failure",
+    "too_many_connections",
+    "checkpoint",
+    "autovacuum",
+    "temp_file",
+    "connection",
+    "statement",
+    "server",
+    "other",
+]
+KINDS: Final[tuple[Kind, ...]] = get_args(Kind)
+
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+
+KindAlias = Literal["errors", "locks", "maintenance"]
+
+# What each alias of SPEC 4.1 stands for; documented in docs/api.md ("Kinds and aliases").
+KIND_ALIASES: Final[dict[str, frozenset[Kind]]] = {
+    "errors": frozenset({"error", "deadlock", "auth_failure", "too_many_connections"}),
+    "locks": frozenset({"lock_wait", "deadlock"}),
+    "maintenance": frozenset({"checkpoint", "autovacuum", "temp_file"}),
+}
+
+
+def expand_kinds(names: list[str] | tuple[str, ...]) -> frozenset[Kind]:
+    """Kinds named by `names` (kinds or aliases); raises ValueError naming the first unknown one."""
+    out: set[Kind] = set()
+    for name in names:
+        if name in KIND_ALIASES:
+            out |= KIND_ALIASES[name]
+        elif name in KINDS:
+            out.add(name)
+        else:
+            raise ValueError(f"unknown kind {name!r}")
+    return frozenset(out)
+
+
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    """One PostgreSQL log entry, classified and with values removed (SPEC 2.1 minus identity)."""
+
+    time_us: int  # when PostgreSQL wrote it, microseconds since the Unix epoch, UTC
+    severity: str
+    kind: Kind
+    message: str
+    sqlstate: str | None = None
+    detail: str | None = None
+    hint: str | None = None
+    context: str | None = None
+    statement: str | None = None
+    user: str | None = None
+    database: str | None = None
+    application: str | None = None
+    client: str | None = None
+    pid: int | None = None
+    duration_ms: float | None = None
+    redacted: bool = False
+    # Not SPEC fields: kept in the store only.
+    fingerprint: str | None = None  # query fingerprint of `statement` (the future query id)
+    truncated: bool = False  # the entry was cut at the 1 MiB cap
+
+
+def format_time(time_us: int) -> str:
+    """RFC 3339 UTC with milliseconds, e.g. 2026-11-22T02:18:58.123Z (PostgreSQL logs milliseconds)."""
+    dt = datetime.fromtimestamp(time_us // 1_000_000, tz=UTC)
+    return f"{dt:%Y-%m-%dT%H:%M:%S}.{(time_us % 1_000_000) // 1000:03d}Z"
+
+
+def parse_time(text: str) -> int:
+    """RFC 3339 text to microseconds since the epoch; raises ValueError when it is not RFC 3339."""
+    if "T" not in text and "t" not in text:
+        raise ValueError("not an RFC 3339 time")
+    dt = datetime.fromisoformat(text.replace("z", "Z"))
+    if dt.tzinfo is None:
+        raise ValueError("an RFC 3339 time needs an offset or Z")
+    return (dt - _EPOCH) // timedelta(microseconds=1)
+
+
+def group_key(kind: str, message: str) -> int:
+    """Stable signed 64-bit key of a repeated message: its kind plus the value-free message text."""
+    digest = hashlib.blake2b(f"{kind}\x00{message}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def group_id(key: int) -> str:
+    """Public form of a group key (16 hex digits), used by the `group` query parameter."""
+    return f"{key & 0xFFFFFFFFFFFFFFFF:016x}"
+
+
+def parse_group_id(text: str) -> int:
+    """Inverse of `group_id`; raises ValueError for anything but 16 hex digits."""
+    if len(text) != 16:
+        raise ValueError("a group id is 16 hex digits")
+    value = int(text, 16)
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def spec_fields(line: LogLine) -> dict[str, object]:
+    """The SPEC 2.1 fields a parsed line carries, in SPEC order (no id, host or database identity)."""
+    return {
+        "time": format_time(line.time_us),
+        "severity": line.severity,
+        "kind": line.kind,
+        "sqlstate": line.sqlstate,
+        "message": line.message,
+        "detail": line.detail,
+        "hint": line.hint,
+        "context": line.context,
+        "statement": line.statement,
+        "user": line.user,
+        "database": line.database,
+        "application": line.application,
+        "client": line.client,
+        "pid": line.pid,
+        "duration_ms": line.duration_ms,
+        "redacted": line.redacted,
+    }

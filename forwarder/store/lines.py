@@ -1,0 +1,306 @@
+"""Lines: append, list, search, groups and counts, as plain functions on a SQLite connection.
+
+Ids are rowids: the API and destinations see them as decimal strings. A stored document is
+the orjson of the SPEC 2.1 fields without `id`; `splice_id` puts the id in front when read, so
+a line is serialized once, when it is appended (DESIGN section 6).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import orjson
+
+from forwarder.model import KINDS, Kind, LogLine, group_key, spec_fields
+
+KIND_CODE: Final[dict[str, int]] = {kind: code for code, kind in enumerate(KINDS)}
+TEXT_FIELDS: Final = ("message", "detail", "hint", "context", "statement")
+FTS_WATERMARK_KEY: Final = "fts_indexed_upto"
+
+_WORD_RE = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Who a line belongs to; copied into every stored document."""
+
+    code: int  # the database's small integer in the store
+    database_id: str
+    database_name: str
+    host: str
+
+
+@dataclass(frozen=True, slots=True)
+class LineQuery:
+    """Filters of `GET /v1/databases/{ref}/logs` (all optional but `limit`)."""
+
+    limit: int = 100
+    kinds: frozenset[Kind] | None = None
+    q: str | None = None
+    group: int | None = None
+    from_us: int | None = None  # inclusive
+    to_us: int | None = None  # exclusive
+    before: int | None = None  # ids lower than this
+    after: int | None = None  # ids higher than this: the oldest `limit` of them (live tail)
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """Documents (id spliced in) newest first, and whether the query had more beyond the limit."""
+
+    docs: list[bytes]
+    ids: list[int]
+    has_more: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """A repeated message over a window (SPEC 2.3)."""
+
+    key: int
+    kind: str
+    count: int
+    first_us: int
+    last_us: int
+    newest_doc: bytes
+
+
+def encode_doc(identity: Identity, line: LogLine) -> bytes:
+    """The stored document: SPEC 2.1 fields in SPEC order, without `id`."""
+    fields = spec_fields(line)
+    doc: dict[str, object] = {"time": fields.pop("time")}
+    doc["host"] = identity.host
+    doc["database_id"] = identity.database_id
+    doc["database_name"] = identity.database_name
+    doc.update(fields)
+    return orjson.dumps(doc)
+
+
+def splice_id(line_id: int, doc: bytes) -> bytes:
+    """`{"id":"<id>", ...doc}` without decoding the document."""
+    return b'{"id":"%d",%s' % (line_id, doc[1:])
+
+
+def append(conn: sqlite3.Connection, identity: Identity, lines: Sequence[LogLine]) -> tuple[int, int]:
+    """Insert lines (inside the caller's transaction); returns (first id, last id), (0, 0) if none."""
+    if not lines:
+        return (0, 0)
+    rows = []
+    for line in lines:
+        doc = encode_doc(identity, line)
+        rows.append(
+            (
+                identity.code,
+                line.time_us,
+                KIND_CODE[line.kind],
+                group_key(line.kind, line.message),
+                line.fingerprint,
+                len(doc),
+                doc,
+            )
+        )
+    cur = conn.executemany(
+        "INSERT INTO lines (db, time_us, kind, group_key, fingerprint, size, doc) VALUES (?,?,?,?,?,?,?)",
+        rows,
+    )
+    del cur
+    last: int = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
+    return (last - len(rows) + 1, last)
+
+
+def head_id(conn: sqlite3.Connection) -> int:
+    """Id of the newest line (0 when the store has none)."""
+    row = conn.execute("SELECT max(id) FROM lines").fetchone()
+    return int(row[0] or 0)
+
+
+# --- full-text search -------------------------------------------------------------------------
+
+
+def search_text(doc: dict[str, object]) -> str:
+    """What `q` searches: the text fields of a line."""
+    return "\n".join(str(doc[f]) for f in TEXT_FIELDS if doc.get(f))
+
+
+def _fold(text: str) -> str:
+    # Same folding as FTS5 unicode61 remove_diacritics: case-insensitive, accents ignored.
+    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def query_terms(q: str) -> list[str]:
+    """Words of a search text, folded; raises ValueError when it has none."""
+    terms = [_fold(w) for w in _WORD_RE.findall(q)]
+    terms = [t for t in terms if t]
+    if not terms:
+        raise ValueError("needs at least one letter or digit")
+    return terms[:16]
+
+
+def fts_match_expression(terms: list[str]) -> str:
+    """Every term as a prefix, all required: `"dup"* AND "key"*`."""
+    return " AND ".join('"' + t.replace('"', '""') + '"*' for t in terms)
+
+
+def doc_matches(doc: bytes, terms: list[str]) -> bool:
+    """The unindexed-tail twin of the FTS query: every term is a prefix of some word."""
+    words = _WORD_RE.findall(_fold(search_text(orjson.loads(doc))))
+    return all(any(w.startswith(t) for w in words) for t in terms)
+
+
+def index_fts(conn: sqlite3.Connection, batch: int = 2000) -> int:
+    """Index the next lines past the watermark (inside the caller's transaction); returns how many."""
+    row = conn.execute("SELECT value FROM kv WHERE key = ?", (FTS_WATERMARK_KEY,)).fetchone()
+    upto = int(row[0]) if row else 0
+    rows = conn.execute("SELECT id, doc FROM lines WHERE id > ? ORDER BY id LIMIT ?", (upto, batch)).fetchall()
+    if not rows:
+        return 0
+    conn.executemany(
+        "INSERT INTO lines_fts (rowid, text) VALUES (?, ?)",
+        [(line_id, search_text(orjson.loads(doc))) for line_id, doc in rows],
+    )
+    conn.execute(
+        "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (FTS_WATERMARK_KEY, rows[-1][0]),
+    )
+    return len(rows)
+
+
+def fts_watermark(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT value FROM kv WHERE key = ?", (FTS_WATERMARK_KEY,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+
+def list_lines(conn: sqlite3.Connection, db_code: int, query: LineQuery) -> Page:
+    """Lines of one database matching `query`, newest first.
+
+    With `after`, the page is the `limit` lines right after it (then shown newest first), so a
+    client that polls with the newest id it has seen never misses a line; `has_more` says more
+    newer lines are waiting. Otherwise the page is the newest `limit` matches and `has_more` says
+    older ones exist (page on with `before`).
+    """
+    where = ["db = ?"]
+    params: list[object] = [db_code]
+    if query.kinds is not None:
+        codes = sorted(KIND_CODE[k] for k in query.kinds)
+        where.append(f"kind IN ({','.join('?' * len(codes))})")
+        params.extend(codes)
+    if query.group is not None:
+        where.append("group_key = ?")
+        params.append(query.group)
+    if query.from_us is not None:
+        where.append("time_us >= ?")
+        params.append(query.from_us)
+    if query.to_us is not None:
+        where.append("time_us < ?")
+        params.append(query.to_us)
+    if query.before is not None:
+        where.append("id < ?")
+        params.append(query.before)
+    if query.after is not None:
+        where.append("id > ?")
+        params.append(query.after)
+    if query.q is not None:
+        terms = query_terms(query.q)
+        watermark = fts_watermark(conn)
+        # Indexed lines through FTS5; the few newer ones by scanning (DESIGN section 6).
+        where.append(
+            "((id <= ? AND id IN (SELECT rowid FROM lines_fts WHERE lines_fts MATCH ?))"
+            " OR (id > ? AND fwd_doc_matches(doc, ?)))"
+        )
+        params.extend([watermark, fts_match_expression(terms), watermark, "\x00".join(terms)])
+    order = "ASC" if query.after is not None else "DESC"
+    sql = f"SELECT id, doc FROM lines WHERE {' AND '.join(where)} ORDER BY id {order} LIMIT ?"
+    params.append(query.limit + 1)
+    rows = conn.execute(sql, params).fetchall()
+    has_more = len(rows) > query.limit
+    rows = rows[: query.limit]
+    if order == "ASC":
+        rows.reverse()
+    return Page(docs=[splice_id(i, d) for i, d in rows], ids=[i for i, _ in rows], has_more=has_more)
+
+
+def register_functions(conn: sqlite3.Connection) -> None:
+    """SQL functions the read queries use."""
+    conn.create_function(
+        "fwd_doc_matches", 2, lambda doc, terms: doc_matches(doc, terms.split("\x00")), deterministic=True
+    )
+
+
+def groups(conn: sqlite3.Connection, db_code: int, from_us: int, to_us: int, limit: int) -> list[Group]:
+    """Repeated messages in [from, to), most frequent first."""
+    rows = conn.execute(
+        """
+        SELECT group_key, kind, count(*), min(time_us), max(time_us), max(id)
+        FROM lines WHERE db = ? AND time_us >= ? AND time_us < ?
+        GROUP BY group_key ORDER BY count(*) DESC, max(id) DESC LIMIT ?
+        """,
+        (db_code, from_us, to_us, limit),
+    ).fetchall()
+    out = []
+    for key, kind, count, first_us, last_us, newest in rows:
+        doc = conn.execute("SELECT doc FROM lines WHERE id = ?", (newest,)).fetchone()[0]
+        out.append(Group(key, KINDS[kind], count, first_us, last_us, splice_id(newest, doc)))
+    return out
+
+
+def counts_by_kind(conn: sqlite3.Connection, db_code: int, from_us: int) -> dict[str, int]:
+    """Lines per kind (every kind present, zeros included) with time >= from."""
+    counts: dict[str, int] = dict.fromkeys(KINDS, 0)
+    for kind, count in conn.execute(
+        "SELECT kind, count(*) FROM lines WHERE db = ? AND time_us >= ? GROUP BY kind", (db_code, from_us)
+    ):
+        counts[KINDS[kind]] = count
+    return counts
+
+
+def oldest_time(conn: sqlite3.Connection, db_code: int) -> int | None:
+    row = conn.execute("SELECT min(time_us) FROM lines WHERE db = ?", (db_code,)).fetchone()
+    return int(row[0]) if row[0] is not None else None
+
+
+# --- retention --------------------------------------------------------------------------------
+
+
+def delete_ids_upto(conn: sqlite3.Connection, ids: list[int]) -> int:
+    """Delete these lines and their search entries (inside the caller's transaction)."""
+    if not ids:
+        return 0
+    conn.executemany("DELETE FROM lines_fts WHERE rowid = ?", [(i,) for i in ids])
+    conn.executemany("DELETE FROM lines WHERE id = ?", [(i,) for i in ids])
+    return len(ids)
+
+
+def older_than(conn: sqlite3.Connection, cutoff_us: int, limit: int) -> list[int]:
+    """Ids of up to `limit` lines written before the cutoff, any database."""
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT id FROM lines WHERE db IN (SELECT code FROM databases) AND time_us < ? LIMIT ?",
+            (cutoff_us, limit),
+        )
+    ]
+
+
+def oldest_ids(conn: sqlite3.Connection, limit: int) -> list[int]:
+    return [r[0] for r in conn.execute("SELECT id FROM lines ORDER BY id LIMIT ?", (limit,))]
+
+
+def line_count(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT count(*) FROM lines").fetchone()[0])
+
+
+def used_bytes(conn: sqlite3.Connection) -> int:
+    """Bytes of the store's pages that hold data (free pages are reused before the file grows)."""
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+    return int((pages - free) * page_size)

@@ -1,0 +1,140 @@
+"""SQLite schema and its versioned migrations.
+
+`PRAGMA user_version` holds the number of migrations applied. A migration is appended, never
+edited: the store of a user who upgrades runs the ones it has not seen, in order, in one
+transaction each.
+
+The hot table `lines` is narrow on purpose (DESIGN section 6): integer-coded database and kind,
+integer time, a group key and the line's SPEC 2.1 document as one orjson blob (without `id`,
+which is the rowid and is spliced in when read). Full-text search lives in `lines_fts`, filled
+in the background just behind the head, off the append path.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Final
+
+MIGRATIONS: Final[tuple[str, ...]] = (
+    # 1: lines, full-text index, sources, settings, keys, audit
+    """
+    CREATE TABLE databases (
+        code        INTEGER PRIMARY KEY,
+        id          TEXT NOT NULL UNIQUE,
+        enabled     INTEGER NOT NULL,
+        full_text   INTEGER NOT NULL,
+        updated_at  INTEGER NOT NULL
+    );
+    CREATE TABLE lines (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: later lines have larger ids
+        db          INTEGER NOT NULL,
+        time_us     INTEGER NOT NULL,
+        kind        INTEGER NOT NULL,
+        group_key   INTEGER NOT NULL,
+        fingerprint TEXT,
+        size        INTEGER NOT NULL,
+        doc         BLOB NOT NULL
+    );
+    -- Every index carries the rowid, so (db) serves "newest first" and the others serve their
+    -- filter in id order.
+    CREATE INDEX lines_db ON lines (db);
+    CREATE INDEX lines_db_kind ON lines (db, kind);
+    CREATE INDEX lines_db_time ON lines (db, time_us);
+    CREATE INDEX lines_db_group ON lines (db, group_key, time_us);
+    CREATE VIRTUAL TABLE lines_fts USING fts5 (text, tokenize = 'unicode61 remove_diacritics 2');
+    CREATE TABLE kv (
+        key   TEXT PRIMARY KEY,
+        value
+    );
+    CREATE TABLE source_files (
+        db_id       TEXT NOT NULL,
+        dev         INTEGER NOT NULL,
+        ino         INTEGER NOT NULL,
+        head        BLOB NOT NULL,      -- first bytes of the file when first read: tells a reused inode
+        path        TEXT NOT NULL,
+        offset      INTEGER NOT NULL,   -- bytes fully turned into stored lines
+        updated_at  INTEGER NOT NULL,
+        PRIMARY KEY (db_id, dev, ino)
+    );
+    CREATE TABLE daily_usage (
+        db     INTEGER NOT NULL,
+        day    TEXT NOT NULL,           -- UTC date of ingestion
+        lines  INTEGER NOT NULL,
+        bytes  INTEGER NOT NULL,        -- bytes of server log read
+        PRIMARY KEY (db, day)
+    );
+    CREATE TABLE api_keys (
+        id           TEXT PRIMARY KEY,
+        name         TEXT NOT NULL,
+        role         TEXT NOT NULL,
+        org          TEXT NOT NULL,
+        hash         BLOB NOT NULL,
+        created_at   INTEGER NOT NULL,
+        last_used_at INTEGER,
+        revoked_at   INTEGER
+    );
+    CREATE TABLE audit (
+        id       INTEGER PRIMARY KEY,
+        time_us  INTEGER NOT NULL,
+        org      TEXT NOT NULL,
+        actor    TEXT NOT NULL,
+        action   TEXT NOT NULL,
+        target   TEXT,
+        details  TEXT
+    );
+    """,
+)
+
+SCHEMA_VERSION: Final = len(MIGRATIONS)
+
+
+class SchemaTooNew(Exception):
+    """The store was written by a newer forwarder; refusing to touch it."""
+
+
+def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
+    """Open the store with the pragmas every connection needs."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
+    conn.execute("PRAGMA journal_mode = WAL")
+    # NORMAL in WAL mode is durable against a process crash (SIGKILL); only an OS crash or power
+    # loss may lose the last transactions (sqlite.org/pragma.html#pragma_synchronous).
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("PRAGMA busy_timeout = 30000")
+    if readonly:
+        conn.execute("PRAGMA query_only = ON")
+    return conn
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Apply the migrations this store has not seen; returns the version afterwards."""
+    version: int = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise SchemaTooNew(f"store schema version {version} is newer than this forwarder's {SCHEMA_VERSION}")
+    for number in range(version, SCHEMA_VERSION):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _split(MIGRATIONS[number]):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {number + 1}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return SCHEMA_VERSION
+
+
+def _split(script: str) -> list[str]:
+    """Statements of a migration script (executescript would commit the open transaction)."""
+    out: list[str] = []
+    current = ""
+    for raw in script.splitlines():
+        line = raw.split("--", 1)[0] if "--" in raw else raw
+        current += line + "\n"
+        if sqlite3.complete_statement(current):
+            if current.strip():
+                out.append(current.strip())
+            current = ""
+    if current.strip():
+        out.append(current.strip())
+    return out

@@ -1,0 +1,292 @@
+"""The async face of the store: one writer thread, a small pool of reader threads.
+
+SQLite allows one writer at a time; funnelling every write through one thread keeps
+transactions short and ordered, while WAL lets readers (the API) run beside it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TypeVar
+
+from forwarder.clock import Clock
+from forwarder.config import DatabaseConfig, StoreConfig
+from forwarder.model import LogLine
+from forwarder.store import lines as L
+from forwarder.store import schema
+from forwarder.store import state as S
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+RETENTION_CHUNK = 5000
+SIZE_TARGET = 0.95  # size retention aims at this fraction of max_bytes
+
+
+def day_of(now: float) -> str:
+    """UTC date used for daily usage."""
+    return datetime.fromtimestamp(now, tz=UTC).strftime("%Y-%m-%d")
+
+
+class Store:
+    """The embedded SQLite store; `start()` opens it, `aclose()` closes it."""
+
+    def __init__(self, config: StoreConfig, clock: Clock) -> None:
+        self.config = config
+        self.path = Path(config.path)
+        self._clock = clock
+        self._writer_pool = ThreadPoolExecutor(1, thread_name_prefix="store-writer")
+        self._reader_pool = ThreadPoolExecutor(2, thread_name_prefix="store-reader")
+        self._local = threading.local()
+        self._writer: sqlite3.Connection | None = None
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._new_lines = asyncio.Event()
+        self.head_id = 0
+        self.retention_deleted = 0
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Open (creating if needed) and migrate the store."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+        def _open() -> int:
+            conn = schema.connect(str(self.path))
+            schema.migrate(conn)
+            self._writer = conn
+            return L.head_id(conn)
+
+        self.head_id = await asyncio.get_running_loop().run_in_executor(self._writer_pool, _open)
+
+    async def aclose(self) -> None:
+        """Close every connection; pending operations finish first."""
+
+        def _close_writer() -> None:
+            if self._writer is not None:
+                self._writer.execute("PRAGMA optimize")
+                self._writer.close()
+                self._writer = None
+
+        await asyncio.get_running_loop().run_in_executor(self._writer_pool, _close_writer)
+        self._writer_pool.shutdown(wait=True)
+        self._reader_pool.shutdown(wait=True)
+        with self._readers_lock:
+            for conn in self._readers:
+                conn.close()
+            self._readers.clear()
+
+    @property
+    def is_open(self) -> bool:
+        return self._writer is not None
+
+    # --- plumbing -----------------------------------------------------------------------------
+
+    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn` in one IMMEDIATE transaction on the writer thread."""
+
+        def _txn() -> T:
+            conn = self._writer
+            if conn is None:
+                raise RuntimeError("store is not open")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = fn(conn)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return result
+
+        return await asyncio.get_running_loop().run_in_executor(self._writer_pool, _txn)
+
+    def _reader(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = schema.connect(str(self.path), readonly=True)
+            L.register_functions(conn)
+            self._local.conn = conn
+            with self._readers_lock:
+                self._readers.append(conn)
+        return conn
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn` on a reader thread, in one read transaction (a consistent snapshot)."""
+
+        def _snap() -> T:
+            conn = self._reader()
+            conn.execute("BEGIN")
+            try:
+                return fn(conn)
+            finally:
+                conn.execute("COMMIT")
+
+        return await asyncio.get_running_loop().run_in_executor(self._reader_pool, _snap)
+
+    def _now_us(self) -> int:
+        return int(self._clock.now() * 1_000_000)
+
+    # --- ingest -------------------------------------------------------------------------------
+
+    async def register_database(self, db: DatabaseConfig) -> L.Identity:
+        """The identity stamped on this database's lines; seeds its settings on first sight."""
+        now_us = self._now_us()
+        code = await self._write(lambda c: S.ensure_database(c, db.id, db.enabled, db.full_text, now_us))
+        return L.Identity(code=code, database_id=db.id, database_name=db.name, host=db.host)
+
+    async def append(
+        self, identity: L.Identity, lines: Sequence[LogLine], files: Sequence[S.SourceFile], raw_bytes: int
+    ) -> int:
+        """Store lines and the file offsets they came from in ONE transaction; returns the head id."""
+        now_us = self._now_us()
+        day = day_of(self._clock.now())
+
+        def _txn(conn: sqlite3.Connection) -> int:
+            _, last = L.append(conn, identity, lines)
+            for sf in files:
+                S.put_source_file(conn, identity.database_id, sf, now_us)
+            if lines or raw_bytes:
+                S.add_usage(conn, identity.code, day, len(lines), raw_bytes)
+            return last
+
+        last = await self._write(_txn)
+        if last:
+            self.head_id = max(self.head_id, last)
+            self._new_lines.set()
+            self._new_lines = asyncio.Event()
+        return self.head_id
+
+    async def source_files(self, db_id: str) -> list[S.SourceFile]:
+        return await self._read(lambda c: S.source_files(c, db_id))
+
+    async def forget_source_files(self, db_id: str, keep: list[tuple[int, int]]) -> None:
+        await self._write(lambda c: S.forget_source_files(c, db_id, keep))
+
+    async def wait_for_lines(self, after_id: int, wait_seconds: float) -> bool:
+        """Wait until the store has a line newer than `after_id`, at most `wait_seconds`."""
+        deadline = asyncio.get_running_loop().time() + wait_seconds
+        while self.head_id <= after_id:
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                return False
+            try:
+                await asyncio.wait_for(self._new_lines.wait(), remaining)
+            except TimeoutError:
+                return self.head_id > after_id
+        return True
+
+    # --- reads --------------------------------------------------------------------------------
+
+    async def list_lines(self, db_code: int, query: L.LineQuery) -> L.Page:
+        return await self._read(lambda c: L.list_lines(c, db_code, query))
+
+    async def groups(self, db_code: int, from_us: int, to_us: int, limit: int) -> list[L.Group]:
+        return await self._read(lambda c: L.groups(c, db_code, from_us, to_us, limit))
+
+    async def overview_numbers(self, db_code: int, since_us: int, day: str) -> dict[str, object]:
+        """Counts per kind since `since_us`, the day's usage, the oldest line and the store size."""
+
+        def _q(c: sqlite3.Connection) -> dict[str, object]:
+            return {
+                "counts": L.counts_by_kind(c, db_code, since_us),
+                "usage": S.usage(c, db_code, day),
+                "oldest_us": L.oldest_time(c, db_code),
+                "used_bytes": L.used_bytes(c),
+            }
+
+        return await self._read(_q)
+
+    # --- settings, keys, audit ----------------------------------------------------------------
+
+    async def get_settings(self, db_id: str) -> S.DatabaseSettings | None:
+        return await self._read(lambda c: S.get_settings(c, db_id))
+
+    async def put_settings(
+        self, db_id: str, settings: S.DatabaseSettings, *, org: str, actor: str
+    ) -> S.DatabaseSettings:
+        now_us = self._now_us()
+
+        def _txn(c: sqlite3.Connection) -> S.DatabaseSettings:
+            before = S.get_settings(c, db_id)
+            S.put_settings(c, db_id, settings, now_us)
+            S.audit(
+                c,
+                now_us,
+                org=org,
+                actor=actor,
+                action="logs.settings_changed",
+                target=db_id,
+                details={
+                    "before": {"enabled": before.enabled, "full_text": before.full_text} if before else None,
+                    "after": {"enabled": settings.enabled, "full_text": settings.full_text},
+                },
+            )
+            return settings
+
+        return await self._write(_txn)
+
+    async def verify_key(self, presented: str) -> S.ApiKey | None:
+        return await self._read(lambda c: S.verify_key(c, presented))
+
+    async def create_key(self, name: str, role: S.Role) -> tuple[S.ApiKey, str]:
+        now_us = self._now_us()
+        return await self._write(lambda c: S.create_key(c, name, role, now_us))
+
+    async def audit_records(self, limit: int = 100) -> list[dict[str, object]]:
+        return await self._read(lambda c: S.audit_records(c, limit))
+
+    # --- background work ----------------------------------------------------------------------
+
+    async def index_once(self, batch: int = 2000) -> int:
+        """Add the next lines to the full-text index; returns how many."""
+        return await self._write(lambda c: L.index_fts(c, batch))
+
+    async def retention_once(self) -> int:
+        """Delete lines past `retention_days`, then the oldest while over `max_bytes`."""
+        cutoff_us = self._now_us() - int(self.config.retention_days * 86400 * 1_000_000)
+        deleted = 0
+        while True:
+            n = await self._write(lambda c: L.delete_ids_upto(c, L.older_than(c, cutoff_us, RETENTION_CHUNK)))
+            deleted += n
+            if n < RETENTION_CHUNK:
+                break
+        # Over the size cap: delete the oldest lines in proportion to the excess (aiming a little
+        # below the cap so the next append does not trigger it again), measuring after each chunk.
+        while (used := await self._read(L.used_bytes)) > self.config.max_bytes:
+            count = await self._read(L.line_count)
+            target = self.config.max_bytes * SIZE_TARGET
+            want = min(RETENTION_CHUNK, max(1, int(count * (used - target) / used)))
+            n = await self._write(lambda c, w=want: L.delete_ids_upto(c, L.oldest_ids(c, w)))  # type: ignore[misc]
+            if n == 0:
+                break
+            deleted += n
+        self.retention_deleted += deleted
+        if deleted:
+            log.info("retention deleted lines", extra={"deleted": deleted})
+        return deleted
+
+    async def run(self) -> None:
+        """Keep the full-text index just behind the head and apply retention, until cancelled."""
+        next_retention = self._clock.monotonic()
+        while True:
+            indexed = await self.index_once()
+            if self._clock.monotonic() >= next_retention:
+                await self.retention_once()
+                next_retention = self._clock.monotonic() + self.config.retention_interval_seconds
+            if indexed == 0:
+                await self.wait_for_lines(await self._read(L.fts_watermark), 1.0)
+
+
+def open_sync(path: str | Path) -> sqlite3.Connection:
+    """A migrated connection for the CLI's offline commands (keys); the daemon may run beside it."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    conn = schema.connect(str(path))
+    schema.migrate(conn)
+    return conn

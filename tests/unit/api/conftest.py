@@ -1,0 +1,54 @@
+"""A real daemon on a loopback port with a temporary store, and keys of each role."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from forwarder.app import Daemon
+from forwarder.clock import FakeClock
+from forwarder.config import config_from_dict
+
+T0_S = 1_800_000_000
+
+
+@dataclass
+class Api:
+    daemon: Daemon
+    clock: FakeClock
+    session: aiohttp.ClientSession
+    base: str
+    read_only: str
+    read_write: str
+
+    def url(self, path: str) -> str:
+        return self.base + path
+
+    def auth(self, key: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {key}"}
+
+
+@pytest.fixture
+async def api(tmp_path: Path) -> AsyncIterator[Api]:
+    config = config_from_dict(
+        {
+            "server": {"host": "127.0.0.1", "port": 0},
+            "store": {"path": str(tmp_path / "store.db")},
+            "databases": [
+                {"id": "main", "name": "Main DB", "host": "db1", "log": {"path": str(tmp_path / "logs/*.log")}},
+                {"id": "other", "name": "other", "host": "db2", "log": {"path": str(tmp_path / "none/*.log")}},
+            ],
+        }
+    )
+    clock = FakeClock(start=T0_S + 3600)
+    daemon = Daemon(config, clock=clock)
+    await daemon.start()
+    _, ro = await daemon.store.create_key("ro", "read-only")
+    _, rw = await daemon.store.create_key("rw", "read-write")
+    async with aiohttp.ClientSession() as session:
+        yield Api(daemon, clock, session, f"http://127.0.0.1:{daemon.port}", ro, rw)
+    await daemon.aclose()

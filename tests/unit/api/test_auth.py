@@ -1,0 +1,83 @@
+"""Every route x {no key, unknown key, read-only, read-write} answers with the documented status."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.api.conftest import Api
+
+ROUTES = [
+    ("GET", "/v1/databases", None),
+    ("GET", "/v1/databases/main/logs", None),
+    ("GET", "/v1/databases/main/logs/groups", None),
+    ("GET", "/v1/databases/main/logs/overview", None),
+    ("PATCH", "/v1/databases/main/logs/settings", {"full_text": False}),
+]
+
+EXPECTED = {
+    # role: status for a read (GET), status for a write (PATCH)
+    "none": (401, 401),
+    "unknown": (401, 401),
+    "read-only": (200, 403),
+    "read-write": (200, 200),
+}
+
+
+@pytest.mark.parametrize(("method", "path", "body"), ROUTES)
+@pytest.mark.parametrize("role", list(EXPECTED))
+async def test_route_answers_by_role(api: Api, method: str, path: str, body: object, role: str) -> None:
+    headers = {
+        "none": {},
+        "unknown": api.auth("fwd_000000000000_not-a-real-key"),
+        "read-only": api.auth(api.read_only),
+        "read-write": api.auth(api.read_write),
+    }[role]
+    async with api.session.request(method, api.url(path), json=body, headers=headers) as resp:
+        expected = EXPECTED[role][0 if method == "GET" else 1]
+        assert resp.status == expected, await resp.text()
+        data = await resp.json()
+        if expected >= 400:
+            assert set(data) == {"error"} and data["error"]["code"] in {"unauthorized", "forbidden"}
+            assert data["error"]["message"]
+        if expected == 401:
+            assert resp.headers["WWW-Authenticate"].startswith("Bearer")
+
+
+@pytest.mark.parametrize(
+    "header",
+    ["Basic dXNlcjpwYXNz", "Bearer", "Bearer ", "bearer fwd_x_y", "Token abc", "Bearer fwd_a_b c"],
+)
+async def test_malformed_authorization_is_401_and_never_echoes_the_key(api: Api, header: str) -> None:
+    async with api.session.get(api.url("/v1/databases"), headers={"Authorization": header}) as resp:
+        assert resp.status == 401
+        text = await resp.text()
+        assert "fwd_x_y" not in text and "dXNlcjpwYXNz" not in text
+
+
+async def test_a_revoked_key_stops_working(api: Api) -> None:
+    key, full = await api.daemon.store.create_key("temp", "read-write")
+    async with api.session.get(api.url("/v1/databases"), headers=api.auth(full)) as resp:
+        assert resp.status == 200
+    from forwarder.store import open_sync
+    from forwarder.store import state as S
+
+    conn = open_sync(api.daemon.store.path)
+    S.revoke_key(conn, key.id, 1)
+    conn.close()
+    async with api.session.get(api.url("/v1/databases"), headers=api.auth(full)) as resp:
+        assert resp.status == 401
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/v1/openapi.json"])
+async def test_public_endpoints_need_no_key(api: Api, path: str) -> None:
+    async with api.session.get(api.url(path)) as resp:
+        assert resp.status == 200
+
+
+async def test_unknown_database_is_404_for_every_route(api: Api) -> None:
+    for method, path, body in ROUTES[1:]:
+        async with api.session.request(
+            method, api.url(path.replace("/main/", "/nope/")), json=body, headers=api.auth(api.read_write)
+        ) as resp:
+            assert resp.status == 404
+            assert (await resp.json())["error"]["code"] == "not_found"

@@ -1,0 +1,267 @@
+"""The store: what a user of the Logs API relies on (order, paging, filters, search, retention)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import orjson
+import pytest
+
+from forwarder.clock import FakeClock
+from forwarder.config import DatabaseConfig, LogSourceConfig, StoreConfig
+from forwarder.model import KINDS, LogLine, group_key
+from forwarder.store import DatabaseSettings, LineQuery, SourceFile, Store, open_sync
+from forwarder.store import schema
+from forwarder.store import state as S
+
+T0 = 1_800_000_000_000_000  # microseconds
+
+
+def db_config(db_id: str = "main", name: str = "Main") -> DatabaseConfig:
+    return DatabaseConfig(id=db_id, name=name, host="db1", log=LogSourceConfig(path="/nonexistent/*.log"))
+
+
+def line(i: int, kind: str = "other", message: str | None = None, **kw: object) -> LogLine:
+    return LogLine(
+        time_us=T0 + i * 1_000_000,
+        severity="ERROR" if kind == "error" else "LOG",
+        kind=kind,  # type: ignore[arg-type]
+        message=message if message is not None else f"message number {i}",
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> Store:
+    clock = FakeClock(start=T0 / 1_000_000 + 3600)
+    s = Store(StoreConfig(path=tmp_path / "f.db", max_bytes=1 << 30), clock)
+    await s.start()
+    yield s  # type: ignore[misc]
+    await s.aclose()
+
+
+def ids(docs: list[bytes]) -> list[int]:
+    return [int(orjson.loads(d)["id"]) for d in docs]
+
+
+async def test_lines_come_back_newest_first_with_every_spec_field(store: Store) -> None:
+    ident = await store.register_database(db_config())
+    await store.append(ident, [line(i) for i in range(5)], [], 0)
+    page = await store.list_lines(ident.code, LineQuery(limit=10))
+    got = [orjson.loads(d) for d in page.docs]
+    assert [int(g["id"]) for g in got] == sorted((int(g["id"]) for g in got), reverse=True)
+    assert got[0]["message"] == "message number 4"
+    assert list(got[0]) == [
+        "id", "time", "host", "database_id", "database_name", "severity", "kind", "sqlstate", "message",
+        "detail", "hint", "context", "statement", "user", "database", "application", "client", "pid",
+        "duration_ms", "redacted",
+    ]
+    assert got[0]["host"] == "db1" and got[0]["database_id"] == "main" and got[0]["database_name"] == "Main"
+    assert got[-1]["time"] == "2027-01-15T08:00:00.000Z"
+    assert page.has_more is False
+
+
+async def test_polling_with_after_never_misses_a_line(store: Store) -> None:
+    ident = await store.register_database(db_config())
+    await store.append(ident, [line(i) for i in range(3)], [], 0)
+    first = await store.list_lines(ident.code, LineQuery(limit=500))
+    seen = ids(first.docs)
+    after = max(seen)
+    # 1,234 lines arrive between two polls: more than one page.
+    await store.append(ident, [line(i) for i in range(3, 1237)], [], 0)
+    while True:
+        page = await store.list_lines(ident.code, LineQuery(limit=100, after=after))
+        got = ids(page.docs)
+        assert got == sorted(got, reverse=True)  # each page newest first
+        if not got:
+            break
+        seen.extend(got)
+        after = max(got)
+    assert sorted(seen) == list(range(1, 1238))
+
+
+async def test_before_pages_back_through_everything_once(store: Store) -> None:
+    ident = await store.register_database(db_config())
+    await store.append(ident, [line(i) for i in range(250)], [], 0)
+    seen: list[int] = []
+    before = None
+    while True:
+        page = await store.list_lines(ident.code, LineQuery(limit=100, before=before))
+        seen.extend(ids(page.docs))
+        if not page.has_more:
+            break
+        before = min(ids(page.docs))
+    assert seen == list(range(250, 0, -1))
+
+
+async def test_lines_of_one_database_never_show_in_another(store: Store) -> None:
+    a = await store.register_database(db_config("a", "A"))
+    b = await store.register_database(db_config("b", "B"))
+    await store.append(a, [line(1, message="from a")], [], 0)
+    await store.append(b, [line(2, message="from b")], [], 0)
+    page = await store.list_lines(b.code, LineQuery())
+    assert [orjson.loads(d)["message"] for d in page.docs] == ["from b"]
+
+
+async def test_kind_filter_and_aliases(store: Store) -> None:
+    ident = await store.register_database(db_config())
+    await store.append(ident, [line(i, kind=k) for i, k in enumerate(KINDS)], [], 0)
+
+    async def kinds_of(names: frozenset[str]) -> set[str]:
+        page = await store.list_lines(ident.code, LineQuery(kinds=names))  # type: ignore[arg-type]
+        return {orjson.loads(d)["kind"] for d in page.docs}
+
+    assert await kinds_of(frozenset({"deadlock"})) == {"deadlock"}
+    from forwarder.model import expand_kinds
+
+    assert await kinds_of(expand_kinds(["errors"])) == {"error", "deadlock", "auth_failure", "too_many_connections"}
+    assert await kinds_of(expand_kinds(["locks"])) == {"lock_wait", "deadlock"}
+    assert await kinds_of(expand_kinds(["maintenance"])) == {"checkpoint", "autovacuum", "temp_file"}
+
+
+async def test_search_finds_the_same_lines_before_and_after_indexing(store: Store) -> None:
+    ident = await store.register_database(db_config())
+    await store.append(
+        ident,
+        [
+            line(1, message="duplicate key value violates unique constraint \"users_email_key\""),
+            line(2, message="relation \"orders\" does not exist"),
+            line(3, message="checkpoint starting: time", detail="Café résumé"),
+            line(4, message="other", statement="SELECT * FROM orders WHERE id = $1"),
+        ],
+        [],
+        0,
+    )
+
+    async def search(q: str) -> list[int]:
+        return ids((await store.list_lines(ident.code, LineQuery(q=q))).docs)
+
+    queries = ["duplicate key", "DUPLIC", "orders", "cafe", "users_email", "nothing-here"]
+    before = {q: await search(q) for q in queries}
+    assert await store.index_once() == 4
+    after = {q: await search(q) for q in queries}
+    assert before == after
+    assert after["duplicate key"] == [1] and after["DUPLIC"] == [1]
+    assert after["orders"] == [4, 2]
+    assert after["cafe"] == [3]
+    assert after["nothing-here"] == []
+
+
+async def test_time_window_is_from_inclusive_to_exclusive(store: Store) -> None:
+    ident = await store.register_database(db_config())
+    await store.append(ident, [line(i) for i in range(10)], [], 0)
+    page = await store.list_lines(ident.code, LineQuery(from_us=T0 + 3_000_000, to_us=T0 + 6_000_000))
+    assert [orjson.loads(d)["message"] for d in page.docs] == [f"message number {i}" for i in (5, 4, 3)]
+
+
+async def test_groups_count_repeats_with_first_last_and_newest_line(store: Store) -> None:
+    ident = await store.register_database(db_config())
+    lines = [line(i, kind="error", message="deadlock-ish thing") for i in range(3)]
+    lines += [line(10, kind="other", message="once")]
+    await store.append(ident, lines, [], 0)
+    groups = await store.groups(ident.code, T0, T0 + 100_000_000, 10)
+    assert [(g.count, g.kind) for g in groups] == [(3, "error"), (1, "other")]
+    g = groups[0]
+    assert (g.first_us, g.last_us) == (T0, T0 + 2_000_000)
+    assert g.key == group_key("error", "deadlock-ish thing")
+    assert orjson.loads(g.newest_doc)["time"] == "2027-01-15T08:00:02.000Z"
+    page = await store.list_lines(ident.code, LineQuery(group=g.key))
+    assert len(page.docs) == 3
+
+
+async def test_overview_numbers_count_by_kind_and_usage(store: Store) -> None:
+    ident = await store.register_database(db_config())
+    await store.append(ident, [line(1, kind="error"), line(2, kind="error"), line(3, kind="connection")], [], 1234)
+    numbers = await store.overview_numbers(ident.code, T0, "2027-01-15")
+    counts = numbers["counts"]
+    assert isinstance(counts, dict)
+    assert counts["error"] == 2 and counts["connection"] == 1 and counts["deadlock"] == 0
+    assert set(counts) == set(KINDS)
+    assert numbers["usage"] == (3, 1234)
+
+
+async def test_retention_deletes_lines_older_than_retention_days(tmp_path: Path) -> None:
+    clock = FakeClock(start=T0 / 1_000_000)
+    store = Store(StoreConfig(path=tmp_path / "r.db", retention_days=1), clock)
+    await store.start()
+    try:
+        ident = await store.register_database(db_config())
+        await store.append(ident, [line(0), line(3600)], [], 0)
+        await store.index_once()
+        clock.advance(86_400 + 1800)  # line 0 is 24.5 h old, line 3600 is 23.5 h old
+        assert await store.retention_once() == 1
+        page = await store.list_lines(ident.code, LineQuery(q="message"))
+        assert [orjson.loads(d)["message"] for d in page.docs] == ["message number 3600"]
+    finally:
+        await store.aclose()
+
+
+async def test_retention_keeps_the_store_under_max_bytes(tmp_path: Path) -> None:
+    clock = FakeClock(start=T0 / 1_000_000)
+    store = Store(StoreConfig(path=tmp_path / "s.db", max_bytes=2 << 20), clock)
+    await store.start()
+    try:
+        ident = await store.register_database(db_config())
+        for batch in range(20):
+            await store.append(ident, [line(batch * 500 + i, message="x" * 400) for i in range(500)], [], 0)
+        assert await store.retention_once() > 0
+        numbers = await store.overview_numbers(ident.code, 0, "2027-01-15")
+        assert isinstance(numbers["used_bytes"], int) and numbers["used_bytes"] <= 2 << 20
+        newest = await store.list_lines(ident.code, LineQuery(limit=1))
+        assert ids(newest.docs) == [10_000]  # the newest line survives; the oldest went
+    finally:
+        await store.aclose()
+
+
+async def test_offsets_are_committed_with_the_lines(store: Store) -> None:
+    ident = await store.register_database(db_config())
+    sf = SourceFile(dev=1, ino=2, head=b"2026-", path="/x/pg.log", offset=4096)
+    await store.append(ident, [line(1)], [sf], 4096)
+    assert await store.source_files("main") == [sf]
+    await store.append(ident, [], [SourceFile(1, 2, b"2026-", "/x/pg.log", 8192)], 4096)
+    assert [f.offset for f in await store.source_files("main")] == [8192]
+
+
+async def test_a_failed_append_stores_neither_lines_nor_offsets(store: Store) -> None:
+    ident = await store.register_database(db_config())
+    bad = LogLine(time_us=T0, severity="LOG", kind="no-such-kind", message="x")  # type: ignore[arg-type]
+    with pytest.raises(KeyError):
+        await store.append(ident, [line(1), bad], [SourceFile(1, 2, b"", "/x", 99)], 99)
+    assert await store.source_files("main") == []
+    assert (await store.list_lines(ident.code, LineQuery())).docs == []
+
+
+async def test_settings_are_seeded_once_then_kept_and_audited(store: Store) -> None:
+    await store.register_database(db_config())
+    assert await store.get_settings("main") == DatabaseSettings(enabled=True, full_text=False)
+    await store.put_settings("main", DatabaseSettings(False, True), org="default", actor="key:abc")
+    # A restart registers the database again: the stored settings win over the config's initial ones.
+    await store.register_database(db_config())
+    assert await store.get_settings("main") == DatabaseSettings(enabled=False, full_text=True)
+    [record] = await store.audit_records()
+    assert record["action"] == "logs.settings_changed" and record["actor"] == "key:abc"
+
+
+def test_keys_are_stored_hashed_and_revocable(tmp_path: Path) -> None:
+    conn = open_sync(tmp_path / "k.db")
+    key, full = S.create_key(conn, "ci", "read-only", 1)
+    assert S.verify_key(conn, full) == key
+    assert S.verify_key(conn, full[:-1] + ("A" if full[-1] != "A" else "B")) is None
+    assert S.verify_key(conn, "fwd_nope_x") is None and S.verify_key(conn, "garbage") is None
+    stored = conn.execute("SELECT * FROM api_keys").fetchall()
+    assert full.encode() not in repr(stored).encode() and full.split("_")[-1] not in repr(stored)
+    assert S.revoke_key(conn, key.id, 2) is True
+    assert S.verify_key(conn, full) is None
+
+
+def test_migrations_run_once_and_refuse_a_newer_schema(tmp_path: Path) -> None:
+    path = str(tmp_path / "m.db")
+    conn = schema.connect(path)
+    assert schema.migrate(conn) == schema.SCHEMA_VERSION
+    assert schema.migrate(conn) == schema.SCHEMA_VERSION  # no error: nothing to apply
+    conn.execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION + 1}")
+    with pytest.raises(schema.SchemaTooNew):
+        schema.migrate(conn)
+    conn.close()
+    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
