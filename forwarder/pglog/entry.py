@@ -1,0 +1,180 @@
+"""One log entry while it is assembled, and its turning into a `LogLine` (shared by every format).
+
+The formats differ only in how they find an entry's fields (a prefix regex for stderr, columns for
+csvlog, keys for jsonlog); they all fill an `Entry` and call `finish`, which classifies, removes
+values and builds the `LogLine`.
+
+Choices documented here because every format shares them:
+
+- QUERY (the internal query of a PL/pgSQL or SPI error, with its `cursorpos`) has no field of
+  its own in SPEC 2.1: it is normalized like a statement and kept as the first line of `context`,
+  `internal query: <normalized sql>`, because it says where inside the function the error happened.
+- LOCATION (`log_error_verbosity = verbose`: `exec_simple_query, postgres.c:1234`) is PostgreSQL's
+  source location, not something about the database: it is dropped.
+- A line that belongs to no entry (text that matches no prefix with nothing pending to continue,
+  or a DETAIL/HINT/... line whose primary line is not pending) becomes its own entry: kind
+  `other`, severity `LOG` (it is not known to be an error; a label such as `DETAIL:  ` stays in
+  the message), never dropped. Only an empty line with nothing pending is skipped: it carries
+  no text (its bytes still count as consumed).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from forwarder.model import Kind, LogLine
+from forwarder.pglog.classify import classify
+from forwarder.pglog.normalize import fingerprint, normalize
+from forwarder.pglog.redact import redact_text, scrub_passwords
+
+# Kinds whose message PostgreSQL builds from server facts only (counts, timings, identifiers,
+# addresses): no literal value of the user's data can be in them, so they are not scrubbed.
+# Passwords are still scrubbed everywhere.
+_SAFE_MESSAGE_KINDS: Final[frozenset[Kind]] = frozenset(
+    {"slow_query", "statement", "lock_wait", "checkpoint", "autovacuum", "temp_file", "connection", "server"}
+)
+
+
+class Entry:
+    """The mutable fields of an entry being assembled; `finish` freezes it into a `LogLine`."""
+
+    # No __slots__ on purpose: class-level defaults mean __init__ sets 4 attributes, not 19,
+    # and one Entry is built per log entry on the hot path.
+    sqlstate: str | None = None
+    detail: str | None = None
+    hint: str | None = None
+    context: str | None = None
+    statement: str | None = None
+    query: str | None = None
+    user: str | None = None
+    database: str | None = None
+    application: str | None = None
+    client: str | None = None
+    pid: int | None = None
+    orphan: bool = False
+    truncated: bool = False
+    cur: str = "message"  # the field continuation lines go to
+    parts: list[str] | None = None  # lines of `cur` while it grows (joined once, not n^2)
+
+    def __init__(self, time_us: int, severity: str, message: str, nbytes: int) -> None:
+        self.time_us = time_us
+        self.severity = severity
+        self.message = message
+        self.nbytes = nbytes  # bytes of log text taken so far, for the entry cap
+
+    def _close(self) -> None:
+        if self.parts is not None:
+            setattr(self, self.cur, "\n".join(self.parts))
+            self.parts = None
+
+    def open_field(self, name: str, text: str, nbytes: int, cap: int) -> None:
+        """Start field `name` (detail, hint, ...) with `text`; later continuations go there.
+
+        `name` None-valued fields are set; a repeated one is appended on a new line. Text past
+        `cap` bytes of the entry is cut and the entry marked truncated.
+        """
+        self._close()
+        if self.nbytes + nbytes > cap:
+            text = self._cut(text, nbytes, cap)
+        self.nbytes += nbytes
+        self.cur = name
+        if name == "_drop":
+            return
+        old: str | None = getattr(self, name)
+        setattr(self, name, text if old is None else f"{old}\n{text}")
+
+    def add_line(self, text: str, nbytes: int, cap: int) -> None:
+        """Append a continuation line to the current field (a new line of it)."""
+        if self.nbytes + nbytes > cap:
+            text = self._cut(text, nbytes, cap)
+            if not text and self.nbytes >= cap:
+                self.nbytes += nbytes
+                return
+        self.nbytes += nbytes
+        if self.cur == "_drop":
+            return
+        if self.parts is None:
+            self.parts = [getattr(self, self.cur) or ""]
+        self.parts.append(text)
+
+    def _cut(self, text: str, nbytes: int, cap: int) -> str:
+        self.truncated = True
+        room = cap - self.nbytes
+        if room <= 0:
+            return ""
+        # `room` counts bytes; cutting characters at it keeps at most `room` characters, so the
+        # entry stays within a few bytes of the cap for multi-byte text (a bound, not an exact size).
+        return text[:room]
+
+    def finish(self, full_text: bool) -> LogLine:
+        """Classify, remove values (unless `full_text`) and build the `LogLine`."""
+        self._close()
+        if self.orphan:
+            kind: Kind = "other"
+            sqlstate, duration, message, statement = self.sqlstate, None, self.message, self.statement
+        else:
+            c = classify(self.severity, self.message, self.sqlstate)
+            kind, sqlstate, duration, message = c.kind, c.sqlstate, c.duration_ms, c.message
+            statement = c.statement if c.statement is not None else self.statement
+        detail, hint, context, query = self.detail, self.hint, self.context, self.query
+        redacted = False
+        fp: str | None = None
+        if full_text:
+            if statement is not None:
+                fp = fingerprint(normalize(statement)[0])
+            message, r1 = scrub_passwords(message)
+            r2 = r3 = r4 = r5 = r6 = False
+            if statement is not None:
+                statement, r2 = scrub_passwords(statement)
+            if detail is not None:
+                detail, r3 = scrub_passwords(detail)
+            if hint is not None:
+                hint, r4 = scrub_passwords(hint)
+            if context is not None:
+                context, r5 = scrub_passwords(context)
+            if query is not None:
+                query, r6 = scrub_passwords(query)
+            redacted = r1 or r2 or r3 or r4 or r5 or r6
+        else:
+            if statement is not None:
+                statement, redacted = normalize(statement)
+                fp = fingerprint(statement)
+            if kind in _SAFE_MESSAGE_KINDS:
+                message, changed = scrub_passwords(message)
+            else:
+                message, changed = redact_text(message)
+            redacted = redacted or changed
+            if detail is not None:
+                detail, changed = redact_text(detail)
+                redacted = redacted or changed
+            if hint is not None:
+                hint, changed = redact_text(hint)
+                redacted = redacted or changed
+            if context is not None:
+                context, changed = redact_text(context)
+                redacted = redacted or changed
+            if query is not None:
+                query, changed = normalize(query)
+                redacted = redacted or changed
+        if query is not None:
+            context = f"internal query: {query}" if context is None else f"internal query: {query}\n{context}"
+        return LogLine(
+            time_us=self.time_us,
+            severity=self.severity,
+            kind=kind,
+            message=message,
+            sqlstate=sqlstate,
+            detail=detail,
+            hint=hint,
+            context=context,
+            statement=statement,
+            user=self.user,
+            database=self.database,
+            application=self.application,
+            client=self.client,
+            pid=self.pid,
+            duration_ms=duration,
+            redacted=redacted,
+            fingerprint=fp,
+            truncated=self.truncated,
+        )

@@ -1,0 +1,139 @@
+"""Byte handling shared by the line-oriented formats: lines, offsets, the pending entry, flushing.
+
+A format subclass implements `_line(raw, start, cut)` for each complete physical line and uses
+`_begin` / `_emit_pending` to manage the one pending entry. This class owns the `EntryReader`
+contract of `forwarder.pglog`: `committed_offset`, partial lines, idle flush and end-of-file flush.
+
+Why at most one pending entry: PostgreSQL's logging collector (syslogger.c) writes each message
+(primary line plus its DETAIL/HINT/CONTEXT/STATEMENT lines) to the file in one piece, so messages
+of different processes never interleave in a file, and an entry is complete when the next primary
+line starts. Without the collector (stderr redirected by a service manager) long messages can
+interleave; they then come out as separate entries or orphan lines, never lost.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from forwarder.model import LogLine
+from forwarder.pglog.entry import Entry
+
+# Mirrors of forwarder.pglog's constants (defined there, the seam); kept here to avoid an import
+# cycle with the package __init__. A test checks they agree.
+IDLE_FLUSH_SECONDS = 1.0
+MAX_ENTRY_BYTES = 1 << 20
+
+
+class LineReader(ABC):
+    """Splits fed bytes into physical lines and keeps the offsets of the `EntryReader` contract."""
+
+    def __init__(self, *, full_text: bool) -> None:
+        self.full_text = full_text
+        self._consumed = 0  # offset just past the last complete line handed to `_line`
+        self._partial: list[bytes] = []  # a line without its newline yet, its first bytes only
+        self._partial_len = 0  # its full length (bytes past the cap are counted, not kept)
+        self._partial_kept = 0
+        self._pending: Entry | None = None
+        self._pending_start = 0
+        self._last_data: float | None = None
+        self._out: list[LogLine] = []
+        self.lines_matched = 0  # physical lines in the configured format (see EntryReader)
+
+    @property
+    def committed_offset(self) -> int:
+        """Bytes since the reader's start that belong to entries already returned."""
+        # A partial line always starts at `_consumed`, and a pending entry starts at or before it.
+        return self._pending_start if self._pending is not None else self._consumed
+
+    def feed(self, data: bytes, now: float) -> list[LogLine]:
+        """Take the next bytes of the file; return the entries they complete.
+
+        `now` is a monotonic time, used only to decide idleness in `flush_idle`.
+        """
+        out: list[LogLine] = []
+        if not data:
+            return out
+        self._out = out
+        self._last_data = now
+        start = 0
+        if self._partial_len:
+            nl = data.find(b"\n")
+            if nl < 0:
+                self._hold(data)
+                return out
+            self._hold(data[:nl])
+            self._take_partial(1)
+            start = nl + 1
+        last = data.rfind(b"\n")
+        if last >= start:
+            line = self._line
+            off = self._consumed
+            for raw in data[start:last].split(b"\n"):
+                n = len(raw)
+                if n > MAX_ENTRY_BYTES:
+                    line(raw[:MAX_ENTRY_BYTES], off, True)
+                else:
+                    line(raw, off, False)
+                off += n + 1
+            self._consumed = off
+            start = last + 1
+        if start < len(data):
+            self._hold(data[start:])
+        return out
+
+    def flush_idle(self, now: float) -> list[LogLine]:
+        """Return the pending entry if no byte arrived for >= IDLE_FLUSH_SECONDS; a partial line stays."""
+        out: list[LogLine] = []
+        if self._pending is not None and self._last_data is not None and now - self._last_data >= IDLE_FLUSH_SECONDS:
+            self._out = out
+            self._emit_pending()
+        return out
+
+    def flush(self) -> list[LogLine]:
+        """End of the file for good: a partial line counts as complete, everything pending comes out."""
+        out: list[LogLine] = []
+        self._out = out
+        if self._partial_len:
+            self._take_partial(0)
+        self._emit_pending()
+        return out
+
+    # -- for subclasses -------------------------------------------------------------------------
+
+    @abstractmethod
+    def _line(self, raw: bytes, start: int, cut: bool) -> None:
+        """Handle one physical line (without newline) starting at byte `start`.
+
+        `cut` says the line was longer than MAX_ENTRY_BYTES and `raw` holds only its beginning.
+        """
+
+    def _begin(self, entry: Entry, start: int) -> None:
+        """Emit the pending entry and make `entry` (starting at byte `start`) the pending one."""
+        if self._pending is not None:
+            self._out.append(self._pending.finish(self.full_text))
+        self._pending = entry
+        self._pending_start = start
+
+    def _emit_pending(self) -> None:
+        if self._pending is not None:
+            self._out.append(self._pending.finish(self.full_text))
+            self._pending = None
+
+    # -- internals --------------------------------------------------------------------------------
+
+    def _hold(self, data: bytes) -> None:
+        room = MAX_ENTRY_BYTES - self._partial_kept
+        if room > 0:
+            kept = data[:room]
+            self._partial.append(kept)
+            self._partial_kept += len(kept)
+        self._partial_len += len(data)
+
+    def _take_partial(self, newline: int) -> None:
+        raw = b"".join(self._partial)
+        total = self._partial_len
+        self._partial.clear()
+        self._partial_len = self._partial_kept = 0
+        start = self._consumed
+        self._line(raw, start, total > len(raw))
+        self._consumed = start + total + newline

@@ -1,0 +1,319 @@
+"""The stderr log format: `log_line_prefix` compiled to one regex, and the reader built on it.
+
+A line of the stderr format is `<prefix><SEVERITY>:  <text>` (elog.c, send_message_to_server_log),
+with `<SQLSTATE>: ` after the two spaces when `log_error_verbosity = verbose`. Newlines inside a
+message are written as a newline plus TAB (elog.c append_with_tabs), so TAB-led lines continue
+the field above them.
+
+Prefix escapes (elog.c log_line_prefix / log_status_format), all supported, each with the
+optional padding width PostgreSQL allows (`%-10u` pads on the right, `%10p` on the left, values
+may be longer than the width):
+
+    %a application_name  %u user  %d database  %r host(port) or [local]  %h host or [local]
+    %L local address (PG16+)  %b backend type  %p pid  %P parallel leader pid  %t time (s)
+    %m time (ms)  %n epoch (ms)  %Q query id  %i command tag  %e SQLSTATE  %c session id
+    %l line number  %s session start  %v virtual xid  %x xid  %q stop here outside a session  %%
+
+- `%q`: PostgreSQL stops the prefix there for processes without a client session (checkpointer,
+  autovacuum worker, postmaster): everything after it is one optional group of the regex.
+- `[unknown]` (a session whose user/database/application is not known yet) and empty values
+  become None; so does SQLSTATE `00000`.
+- `client`: the host part of `%r` (or `%h`), without the port. A Unix-socket client is
+  `[local]`, PostgreSQL's own spelling: it cannot be mistaken for a host named `local`.
+- Time: the first of `%m`, `%n`, `%t` that the prefix has (most precise first) gives `time_us`,
+  converted to UTC with `log.timezone` (see `times.py`). A prefix without any time escape gets
+  the wall-clock time at which the line was read (`time.time()`, the only place the reader looks
+  at a clock; `now` passed to `feed` is monotonic and only measures idleness).
+- Unknown escapes produce nothing, as in PostgreSQL.
+
+Values of user, database and application are at most 63 bytes (NAMEDATALEN - 1), so their
+patterns are bounded: a line that does not match fails fast even when it is 1 MiB long.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import Final
+
+from forwarder.pglog.entry import Entry
+from forwarder.pglog.reader import MAX_ENTRY_BYTES, LineReader
+from forwarder.pglog.times import TimeParser, parse_epoch
+
+_TS: Final = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (?:[A-Za-z]{1,6}|[-+]\d\d(?::?\d\d)?)"
+_TS_MS: Final = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} (?:[A-Za-z]{1,6}|[-+]\d\d(?::?\d\d)?)"
+
+# escape -> (pattern of its value, the field it fills or None)
+_ESCAPES: Final[dict[str, tuple[str, str | None]]] = {
+    "a": (r".{0,64}?", "application"),
+    "u": (r".{0,64}?", "user"),
+    "d": (r".{0,64}?", "database"),
+    "r": (r".{0,300}?", "client_r"),
+    "h": (r".{0,256}?", "client_h"),
+    "L": (r".{0,256}?", None),
+    "b": (r".{0,100}?", None),
+    "p": (r"\d+", "pid"),
+    "P": (r"\d*", None),
+    "t": (_TS, "time_t"),
+    "m": (_TS_MS, "time_m"),
+    "n": (r"\d+\.\d+", "time_n"),
+    "Q": (r"-?\d*", None),
+    "i": (r".{0,100}?", None),
+    "e": (r"[0-9A-Z]{5}", "sqlstate"),
+    "c": (r"[0-9a-f]+\.[0-9a-f]+", None),
+    "l": (r"\d+", None),
+    "s": (_TS, None),
+    "v": (r"(?:-?\d+/\d+)?", None),
+    "x": (r"\d*", None),
+}
+
+# secondary line label -> the Entry field it fills ("_drop": read, kept out of the line)
+_SECONDARY: Final[dict[str, str]] = {
+    "DETAIL": "detail",
+    "HINT": "hint",
+    "QUERY": "query",
+    "CONTEXT": "context",
+    "LOCATION": "_drop",
+    "STATEMENT": "statement",
+}
+_SEVERITY: Final = (
+    r"(DEBUG[1-5]|LOG|INFO|NOTICE|WARNING|ERROR|FATAL|PANIC|DETAIL|HINT|QUERY|CONTEXT|LOCATION|STATEMENT)"
+    r":  (?:([0-9A-Z]{5}): )?"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixPattern:
+    """A `log_line_prefix` compiled into one regex for a whole line, with where each field is.
+
+    The `*_group` attributes are indexes into `match.groups()`, -1 when the prefix lacks the escape.
+    `regex.match(line)` matches prefix, severity and verbose SQLSTATE; the text follows `match.end()`.
+    """
+
+    prefix: str
+    regex: re.Pattern[str]
+    severity_group: int
+    verbose_sqlstate_group: int
+    time_group: int
+    time_kind: str  # "m", "n", "t" or "" (no time in the prefix)
+    user_group: int
+    database_group: int
+    application_group: int
+    client_group: int
+    client_kind: str  # "r" (host(port)), "h" (host) or ""
+    pid_group: int
+    sqlstate_group: int
+
+
+def compile_prefix(prefix: str) -> PrefixPattern:
+    """Compile `log_line_prefix` (as set in postgresql.conf, unquoted) into a `PrefixPattern`."""
+    parts: list[str] = []
+    fields: dict[str, int] = {}
+    ngroups = 0
+    optional_from = -1
+    i, n = 0, len(prefix)
+    literal: list[str] = []
+
+    def flush_literal() -> None:
+        if literal:
+            parts.append(re.escape("".join(literal)))
+            literal.clear()
+
+    while i < n:
+        ch = prefix[i]
+        i += 1
+        if ch != "%":
+            literal.append(ch)
+            continue
+        if i >= n:
+            break  # a lone % at the end prints nothing (elog.c)
+        padding = 0
+        if prefix[i] == "-" or prefix[i].isdigit():
+            j = i + 1
+            while j < n and prefix[j].isdigit():
+                j += 1
+            padding = int(prefix[i:j]) if prefix[i:j] != "-" else 0
+            i = j
+            if i >= n:
+                break
+        esc = prefix[i]
+        i += 1
+        if esc == "%":
+            literal.append("%")
+            continue
+        if esc == "q":
+            flush_literal()
+            if optional_from < 0:
+                optional_from = len(parts)
+            continue
+        spec = _ESCAPES.get(esc)
+        if spec is None:
+            continue  # unknown escapes print nothing (elog.c: "format error - ignore it")
+        flush_literal()
+        value, field = spec
+        key = field
+        if field is not None and field.startswith("time_"):
+            key = "time"
+        elif field is not None and field.startswith("client_"):
+            key = "client"
+        if field is not None and key is not None and (key not in fields or _better(field, fields, key)):
+            ngroups += 1
+            fields[key] = ngroups - 1
+            fields[f"{key}:kind"] = ord(field[-1]) if key in ("time", "client") else 0
+            group = f"({value})"
+        else:
+            group = f"(?:{value})"
+        if padding > 0:
+            group = f" *{group}"
+        elif padding < 0:
+            group = f"{group} *"
+        parts.append(group)
+    flush_literal()
+    if optional_from >= 0:
+        parts[optional_from:] = [f"(?:{''.join(parts[optional_from:])})?"]
+    body = "".join(parts) + _SEVERITY
+    regex = re.compile(body)
+    time_kind = chr(fields["time:kind"]) if "time" in fields else ""
+    client_kind = chr(fields["client:kind"]) if "client" in fields else ""
+    return PrefixPattern(
+        prefix=prefix,
+        regex=regex,
+        severity_group=regex.groups - 2,
+        verbose_sqlstate_group=regex.groups - 1,
+        time_group=fields.get("time", -1),
+        time_kind=time_kind,
+        user_group=fields.get("user", -1),
+        database_group=fields.get("database", -1),
+        application_group=fields.get("application", -1),
+        client_group=fields.get("client", -1),
+        client_kind=client_kind,
+        pid_group=fields.get("pid", -1),
+        sqlstate_group=fields.get("sqlstate", -1),
+    )
+
+
+_TIME_RANK: Final = {"m": 0, "n": 1, "t": 2}
+
+
+def _better(field: str, fields: dict[str, int], key: str) -> bool:
+    """A later time escape replaces an earlier one when it is more precise (%m, %n over %t)."""
+    if key != "time":
+        return False
+    return _TIME_RANK[field[-1]] < _TIME_RANK[chr(fields["time:kind"])]
+
+
+def _client(value: str, kind: str) -> str | None:
+    """The host part of `%r` (`host(port)` or `[local]`) or `%h`; None when empty."""
+    if not value or value == "[unknown]":
+        return None
+    if kind == "r" and value[-1] == ")":
+        paren = value.rfind("(")
+        if paren > 0:
+            return value[:paren]
+    return value
+
+
+class StderrReader(LineReader):
+    """`EntryReader` for the stderr format with one `log_line_prefix`."""
+
+    def __init__(self, *, line_prefix: str, timezone: str, full_text: bool) -> None:
+        super().__init__(full_text=full_text)
+        self.pattern = compile_prefix(line_prefix)
+        self._match = self.pattern.regex.match
+        self._times = TimeParser(timezone)
+
+    def _line(self, raw: bytes, start: int, cut: bool) -> None:
+        text = raw.decode("utf-8", "replace")
+        nbytes = len(raw) + 1
+        if text[-1:] == "\r":
+            text = text[:-1]
+        if text[:1] == "\t":
+            text = text[1:]
+        else:
+            m = self._match(text)
+            if m is not None:
+                self.lines_matched += 1
+                self._prefixed(m, text, start, nbytes, cut)
+                return
+        pending = self._pending
+        if pending is not None:
+            pending.add_line(text, nbytes, MAX_ENTRY_BYTES)
+            if cut:
+                pending.truncated = True
+            return
+        if not text:
+            return  # an empty line with nothing to continue carries nothing (see entry.py)
+        # Text with no entry to continue: its own entry (see entry.py), never dropped.
+        orphan = Entry(_wall_time_us(), "LOG", text, nbytes)
+        orphan.orphan = True
+        orphan.truncated = cut
+        self._begin(orphan, start)
+
+    def _prefixed(self, m: re.Match[str], text: str, start: int, nbytes: int, cut: bool) -> None:
+        p = self.pattern
+        g = m.groups()
+        severity = g[p.severity_group]
+        field = _SECONDARY.get(severity)
+        if field is not None:
+            pending = self._pending
+            if (
+                pending is not None
+                and not pending.orphan
+                and (p.pid_group < 0 or _int_or_none(g[p.pid_group]) == pending.pid)
+            ):
+                # text after "LABEL:  ": a secondary line has no verbose SQLSTATE of its own
+                pending.open_field(field, text[m.end(p.severity_group + 1) + 3 :], nbytes, MAX_ENTRY_BYTES)
+                if cut:
+                    pending.truncated = True
+                return
+            entry = self._entry(g, "LOG", text[m.start(p.severity_group + 1) :], nbytes)
+            entry.orphan = True
+        else:
+            entry = self._entry(g, severity, text[m.end() :], nbytes)
+            sqlstate = g[p.verbose_sqlstate_group]
+            if sqlstate is None and p.sqlstate_group >= 0:
+                sqlstate = g[p.sqlstate_group]
+            entry.sqlstate = sqlstate
+        entry.truncated = cut
+        self._begin(entry, start)
+
+    def _entry(self, g: tuple[str | None, ...], severity: str, message: str, nbytes: int) -> Entry:
+        p = self.pattern
+        time_us: int | None = None
+        if p.time_group >= 0:
+            value = g[p.time_group]
+            if value is not None:
+                time_us = parse_epoch(value) if p.time_kind == "n" else self._times.parse(value)
+        entry = Entry(time_us if time_us is not None else _wall_time_us(), severity, message, nbytes)
+        # Entry's fields default to None: only known values are set ("[unknown]" and "" stay None).
+        if p.user_group >= 0:
+            v = g[p.user_group]
+            if v and v != "[unknown]":
+                entry.user = v
+        if p.database_group >= 0:
+            v = g[p.database_group]
+            if v and v != "[unknown]":
+                entry.database = v
+        if p.application_group >= 0:
+            v = g[p.application_group]
+            if v and v != "[unknown]":
+                entry.application = v
+        if p.client_group >= 0:
+            v = g[p.client_group]
+            if v:
+                entry.client = _client(v, p.client_kind)
+        if p.pid_group >= 0:
+            v = g[p.pid_group]
+            if v:
+                entry.pid = int(v)
+        return entry
+
+
+def _int_or_none(value: str | None) -> int | None:
+    return int(value) if value else None
+
+
+def _wall_time_us() -> int:
+    """Time of reading, for entries whose text carries no time (see the module docstring)."""
+    return int(time.time() * 1_000_000)

@@ -1,0 +1,242 @@
+"""Entry assembly: continuations, DETAIL/STATEMENT joining, flushing, offsets, limits, bad bytes."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pglog_helpers import PREFIX, T0, one, parse_text
+
+from forwarder.pglog import IDLE_FLUSH_SECONDS, MAX_ENTRY_BYTES, make_reader
+from forwarder.pglog import reader as reader_module
+
+
+def new_reader(full_text: bool = False):  # type: ignore[no-untyped-def]
+    return make_reader("stderr", line_prefix=PREFIX, timezone="UTC", full_text=full_text)
+
+
+def line(pid: int, severity: str, text: str) -> bytes:
+    return f"{T0} [{pid}] app@shop/psql {severity}:  {text}\n".encode()
+
+
+def test_constants_agree_with_the_seam() -> None:
+    assert reader_module.IDLE_FLUSH_SECONDS == IDLE_FLUSH_SECONDS
+    assert reader_module.MAX_ENTRY_BYTES == MAX_ENTRY_BYTES
+
+
+def test_secondary_lines_fill_their_fields() -> None:
+    text = (
+        line(7, "ERROR", 'duplicate key value violates unique constraint "users_pkey"')
+        + line(7, "DETAIL", "Key (id)=(5) already exists.")
+        + line(7, "HINT", "Use another id.")
+        + line(7, "CONTEXT", 'SQL function "f" statement 1')
+        + line(7, "STATEMENT", "INSERT INTO users VALUES (5)")
+    )
+    entry = one(text.decode())
+    assert entry.message == 'duplicate key value violates unique constraint "users_pkey"'
+    assert entry.detail == "Key (id)=(...) already exists."
+    assert entry.hint == "Use another id."
+    assert entry.context == 'SQL function "f" statement 1'
+    assert entry.statement == "INSERT INTO users VALUES ($1)"
+
+
+def test_tab_and_unprefixed_lines_continue_the_last_field() -> None:
+    text = (
+        line(7, "LOG", "statement: SELECT a,")
+        + b"\t       b\n"
+        + b"\tFROM t\n"
+        + line(7, "ERROR", "boom")
+        + line(7, "DETAIL", "first")
+        + b"second line of detail without a prefix\n"
+    )
+    first, second = parse_text(text)
+    assert first.kind == "statement"
+    assert first.statement == "SELECT a,\n       b\nFROM t"
+    assert second.detail == "first\nsecond line of detail without a prefix"
+
+
+def test_query_goes_into_context_and_location_is_dropped() -> None:
+    text = (
+        line(7, "ERROR", 'column "nope" does not exist at character 8')
+        + line(7, "QUERY", "SELECT nope FROM t WHERE x = 'secret'")
+        + line(7, "CONTEXT", "PL/pgSQL function f() line 3 at PERFORM")
+        + line(7, "LOCATION", "errorMissingColumn, parse_relation.c:3651")
+        + line(7, "STATEMENT", "SELECT f()")
+    )
+    entry = one(text.decode())
+    assert entry.context == "internal query: SELECT nope FROM t WHERE x = $1\nPL/pgSQL function f() line 3 at PERFORM"
+    assert "parse_relation" not in repr(entry)
+    assert entry.statement == "SELECT f()"
+
+
+def test_secondary_line_of_another_pid_does_not_join() -> None:
+    text = line(7, "ERROR", "boom") + line(8, "DETAIL", "not mine")
+    first, second = parse_text(text)
+    assert first.detail is None
+    assert (second.kind, second.severity, second.message, second.pid) == ("other", "LOG", "DETAIL:  not mine", 8)
+
+
+def test_line_without_entry_becomes_other_never_dropped() -> None:
+    text = b"some text from a library\n\tand its second line\n" + line(7, "LOG", "hello")
+    orphan, hello = parse_text(text)
+    assert (orphan.kind, orphan.severity) == ("other", "LOG")
+    assert orphan.message == "some text from a library\nand its second line"
+    assert orphan.pid is None
+    assert hello.message == "hello"
+
+
+def test_offsets_and_flushing_step_by_step() -> None:
+    r = new_reader()
+    l1, l2, l3 = line(1, "ERROR", "boom"), line(1, "DETAIL", "more"), line(2, "LOG", "next")
+    assert r.committed_offset == 0
+
+    assert r.feed(l1[:10], now=0.0) == []  # partial line held
+    assert r.committed_offset == 0
+    assert r.feed(l1[10:], now=0.1) == []  # complete line, entry pending
+    assert r.committed_offset == 0
+    assert r.feed(l2, now=0.2) == []  # joins the pending entry
+    assert r.committed_offset == 0
+
+    out = r.feed(l3, now=0.3)  # the next primary line completes the first entry
+    assert [(e.message, e.detail) for e in out] == [("boom", "more")]
+    assert r.committed_offset == len(l1) + len(l2)
+
+    assert r.flush_idle(now=0.3 + IDLE_FLUSH_SECONDS - 0.01) == []  # not idle long enough
+    assert r.committed_offset == len(l1) + len(l2)
+    out = r.flush_idle(now=0.3 + IDLE_FLUSH_SECONDS)
+    assert [e.message for e in out] == ["next"]
+    assert r.committed_offset == len(l1) + len(l2) + len(l3)
+    assert r.flush_idle(now=100.0) == []
+    assert r.flush() == []
+    assert r.committed_offset == len(l1) + len(l2) + len(l3)
+
+
+def test_idle_flush_leaves_a_partial_line_alone() -> None:
+    r = new_reader()
+    l1, l2 = line(1, "LOG", "one"), line(1, "LOG", "two")
+    r.feed(l1 + l2[:5], now=0.0)
+    assert r.committed_offset == 0
+    out = r.flush_idle(now=5.0)
+    assert [e.message for e in out] == ["one"]
+    assert r.committed_offset == len(l1)  # where the partial line starts
+    assert r.feed(l2[5:], now=6.0) == []
+    assert [e.message for e in r.flush()] == ["two"]
+    assert r.committed_offset == len(l1) + len(l2)
+
+
+def test_continuation_after_idle_flush_is_its_own_entry() -> None:
+    r = new_reader()
+    r.feed(line(1, "LOG", "statement: SELECT 1"), now=0.0)
+    assert len(r.flush_idle(now=1.5)) == 1
+    r.feed(b"\tFROM t\n", now=1.6)
+    (late,) = r.flush()
+    assert (late.kind, late.message) == ("other", "FROM t")
+
+
+def test_partial_last_line_comes_out_on_flush() -> None:
+    r = new_reader()
+    data = line(1, "LOG", "one") + line(1, "LOG", "two").rstrip(b"\n")
+    assert [e.message for e in r.feed(data, now=0.0)] == []
+    assert [e.message for e in r.flush()] == ["one", "two"]
+    assert r.committed_offset == len(data)
+
+
+def test_byte_by_byte_feeding_gives_the_same_entries_and_offsets_never_go_back() -> None:
+    text = (
+        line(1, "ERROR", "boom")
+        + line(1, "STATEMENT", "SELECT 'x'")
+        + "\tcontinued ünïcödé\n".encode()
+        + line(2, "LOG", "checkpoint starting: time")
+    )
+    whole = parse_text(text)
+    r = new_reader()
+    got = []
+    last = 0
+    for i in range(len(text)):
+        got += r.feed(text[i : i + 1], now=float(i))
+        assert r.committed_offset >= last
+        last = r.committed_offset
+    got += r.flush()
+    assert got == [e for e in whole]  # time_us comes from the prefix, so entries are equal
+    assert r.committed_offset == len(text)
+
+
+def test_crlf_line_ends() -> None:
+    text = line(1, "LOG", "hello").replace(b"\n", b"\r\n")
+    (entry,) = parse_text(text)
+    assert entry.message == "hello"
+
+
+def test_invalid_utf8_is_replaced_not_a_crash() -> None:
+    text = line(1, "ERROR", "bad \xff bytes").replace("\xff".encode(), b"\xff\xfe") + b"\t\xc3\n"
+    (entry,) = parse_text(text)
+    assert entry.message.startswith("bad \ufffd\ufffd bytes")
+    assert entry.message.endswith("\n\ufffd")
+
+
+def test_entry_is_capped_at_one_mib() -> None:
+    chunk = b"\t" + b"x" * 999 + b"\n"
+    text = line(1, "LOG", "statement: SELECT 1") + chunk * 2000 + line(1, "LOG", "after")
+    big, after = parse_text(text, full_text=True)
+    assert big.truncated
+    assert len(big.statement or "") <= MAX_ENTRY_BYTES
+    assert len(big.statement or "") > MAX_ENTRY_BYTES - 2000
+    assert not after.truncated
+    assert after.message == "after"
+
+
+def test_single_huge_line_is_capped_whether_fed_at_once_or_in_pieces() -> None:
+    text = line(1, "LOG", "statement: SELECT '" + "s" * (3 * MAX_ENTRY_BYTES) + "'")
+    (at_once,) = parse_text(text)
+    assert at_once.truncated
+    assert at_once.statement == "SELECT $1"  # the cut string never comes out raw
+
+    r = new_reader()
+    got = []
+    for i in range(0, len(text), 65536):
+        got += r.feed(text[i : i + 65536], now=0.0)
+        assert r._partial_kept <= MAX_ENTRY_BYTES  # type: ignore[attr-defined]  # memory stays bounded
+    got += r.flush()
+    assert len(got) == 1
+    assert got[0].truncated
+    assert r.committed_offset == len(text)
+
+
+def test_full_text_is_settable_on_the_reader() -> None:
+    r = new_reader()
+    r.feed(line(1, "LOG", "statement: SELECT 'a'") + line(1, "LOG", "x"), now=0.0)
+    r.full_text = True
+    (kept,) = r.feed(line(1, "LOG", "statement: SELECT 'b'"), now=0.0)
+    assert kept.message == "x"
+    (raw,) = r.flush()
+    assert raw.statement == "SELECT 'b'"
+    assert not raw.redacted
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.binary(max_size=80),
+            st.sampled_from([line(1, "ERROR", "x"), line(1, "DETAIL", "y"), b"\t", b"\n", b"\r\n", b"\xff"]),
+        ),
+        max_size=20,
+    )
+)
+def test_fuzz_never_crashes_and_never_loses_bytes(pieces: list[bytes]) -> None:
+    data = b"".join(pieces)
+    r = new_reader()
+    got = []
+    last = 0
+    for piece in pieces:
+        got += r.feed(piece, now=0.0)
+        assert last <= r.committed_offset <= len(data)
+        last = r.committed_offset
+    got += r.flush()
+    assert r.committed_offset == len(data)
+    # a line with any text ends up in some entry: none is dropped
+    assert (len(got) > 0) == any(_text_of(chunk) for chunk in data.split(b"\n"))
+
+
+def _text_of(raw: bytes) -> bytes:
+    """What a physical line carries once its CR and continuation TAB are taken off."""
+    return raw.removesuffix(b"\r").removeprefix(b"\t")

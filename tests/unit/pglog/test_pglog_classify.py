@@ -1,0 +1,224 @@
+"""Classification into the 13 kinds of SPEC 2.1, with sqlstate, duration and statement."""
+
+from __future__ import annotations
+
+import pytest
+from pglog_helpers import T0, one
+
+from forwarder.model import KINDS
+from forwarder.pglog.classify import classify
+
+# (severity, message, given sqlstate, kind, sqlstate, duration_ms)
+CASES = [
+    ("LOG", "duration: 639.686 ms  statement: SELECT 1", None, "slow_query", None, 639.686),
+    ("LOG", "duration: 3065.420 ms  execute <unnamed>: SELECT $1", None, "slow_query", None, 3065.42),
+    ("LOG", "duration: 1.5 ms  execute S_1/C_2: SELECT 2", None, "slow_query", None, 1.5),
+    ("LOG", "duration: 0.050 ms  parse <unnamed>: SELECT 3", None, "slow_query", None, 0.05),
+    ("LOG", "duration: 0.050 ms  bind S_3: SELECT 4", None, "slow_query", None, 0.05),
+    ("LOG", "duration: 12 ms", None, "slow_query", None, 12.0),  # log_duration
+    (
+        "LOG",
+        "process 4085 still waiting for ShareLock on transaction 700737 after 1000.123 ms",
+        None,
+        "lock_wait",
+        None,
+        1000.123,
+    ),
+    ("LOG", "process 4085 acquired ShareLock on transaction 700737 after 2345.5 ms", None, "lock_wait", None, 2345.5),
+    (
+        "LOG",
+        "process 9 still waiting for AccessExclusiveLock on relation 16384 of database 5 after 1000.004 ms",
+        None,
+        "lock_wait",
+        None,
+        1000.004,
+    ),
+    (
+        "LOG",
+        "process 9 detected deadlock while waiting for ShareLock on transaction 7 after 1000.1 ms",
+        None,
+        "lock_wait",
+        None,
+        1000.1,
+    ),
+    ("LOG", "recovery still waiting after 10.4 ms: recovery conflict on lock", None, "lock_wait", None, 10.4),
+    ("ERROR", "deadlock detected", None, "deadlock", "40P01", None),
+    ("ERROR", "deadlock detected", "40P01", "deadlock", "40P01", None),
+    ("FATAL", 'password authentication failed for user "bob"', None, "auth_failure", "28P01", None),
+    (
+        "FATAL",
+        'no pg_hba.conf entry for host "10.0.0.9", user "bob", database "shop", no encryption',
+        None,
+        "auth_failure",
+        "28000",
+        None,
+    ),
+    (
+        "FATAL",
+        'no pg_hba.conf entry for host "10.0.0.9", user "bob", database "shop", SSL off',
+        None,
+        "auth_failure",
+        "28000",
+        None,
+    ),
+    (
+        "FATAL",
+        'pg_hba.conf rejects connection for host "10.0.0.9", user "bob", database "shop"',
+        None,
+        "auth_failure",
+        "28000",
+        None,
+    ),
+    ("FATAL", 'role "mallory" does not exist', None, "auth_failure", "28000", None),
+    ("FATAL", 'role "mallory" is not permitted to log in', None, "auth_failure", "28000", None),
+    ("FATAL", 'Peer authentication failed for user "bob"', None, "auth_failure", "28000", None),
+    ("ERROR", 'role "mallory" does not exist', None, "error", None, None),  # DROP ROLE, not a login
+    ("FATAL", "sorry, too many clients already", None, "too_many_connections", "53300", None),
+    (
+        "FATAL",
+        "remaining connection slots are reserved for non-replication superuser connections",
+        None,
+        "too_many_connections",
+        "53300",
+        None,
+    ),
+    (
+        "FATAL",
+        "remaining connection slots are reserved for roles with the SUPERUSER attribute",
+        None,
+        "too_many_connections",
+        "53300",
+        None,
+    ),
+    ("FATAL", 'too many connections for role "bob"', None, "too_many_connections", "53300", None),
+    ("LOG", "checkpoint starting: time", None, "checkpoint", None, None),
+    (
+        "LOG",
+        "checkpoint complete: wrote 3 buffers (0.0%); 0 WAL file(s) added, 0 removed, 0 recycled; "
+        "write=0.001 s, sync=0.001 s, total=0.003 s; sync files=2, longest=0.001 s, average=0.001 s; "
+        "distance=0 kB, estimate=0 kB",
+        None,
+        "checkpoint",
+        None,
+        None,
+    ),
+    ("LOG", "checkpoints are occurring too frequently (9 seconds apart)", None, "checkpoint", None, None),
+    ("LOG", "restartpoint starting: time", None, "checkpoint", None, None),
+    ("LOG", 'automatic vacuum of table "shop.public.orders": index scans: 0', None, "autovacuum", None, None),
+    (
+        "LOG",
+        'automatic aggressive vacuum to prevent wraparound of table "shop.public.t": index scans: 1',
+        None,
+        "autovacuum",
+        None,
+        None,
+    ),
+    ("LOG", 'automatic analyze of table "shop.public.orders"', None, "autovacuum", None, None),
+    ("ERROR", "canceling autovacuum task", None, "autovacuum", None, None),
+    ("LOG", 'temporary file: path "base/pgsql_tmp/pgsql_tmp4012.7", size 1508885074', None, "temp_file", None, None),
+    ("LOG", "connection received: host=10.0.1.2 port=5432", None, "connection", None, None),
+    (
+        "LOG",
+        'connection authenticated: identity="bob" method=scram-sha-256 (/etc/pg_hba.conf:95)',
+        None,
+        "connection",
+        None,
+        None,
+    ),
+    ("LOG", "connection authorized: user=bob database=shop application_name=psql", None, "connection", None, None),
+    ("LOG", "replication connection authorized: user=rep", None, "connection", None, None),
+    (
+        "LOG",
+        "disconnection: session time: 0:00:01.234 user=bob database=shop host=10.0.1.2 port=5432",
+        None,
+        "connection",
+        None,
+        None,
+    ),
+    ("LOG", "statement: SELECT 1", None, "statement", None, None),
+    ("LOG", "execute <unnamed>: SELECT $1", None, "statement", None, None),
+    ("LOG", "starting PostgreSQL 15.8 (Debian 15.8-1) on x86_64-pc-linux-gnu", None, "server", None, None),
+    ("LOG", 'listening on IPv4 address "0.0.0.0", port 5432', None, "server", None, None),
+    ("LOG", "database system is ready to accept connections", None, "server", None, None),
+    ("LOG", "database system was shut down at 2026-11-22 02:00:00 UTC", None, "server", None, None),
+    ("LOG", "database system was interrupted; last known up at 2026-11-22 02:00:00 UTC", None, "server", None, None),
+    ("LOG", "received fast shutdown request", None, "server", None, None),
+    ("LOG", "database system is shut down", None, "server", None, None),
+    ("LOG", "received SIGHUP, reloading configuration files", None, "server", None, None),
+    ("LOG", 'parameter "log_min_duration_statement" changed to "0"', None, "server", None, None),
+    ("LOG", "server process (PID 4711) was terminated by signal 9: Killed", None, "server", None, None),
+    (
+        "LOG",
+        'background worker "logical replication launcher" (PID 60) exited with exit code 1',
+        None,
+        "server",
+        None,
+        None,
+    ),
+    ("LOG", "all server processes terminated; reinitializing", None, "server", None, None),
+    ("LOG", "redo starts at 0/16B3748", None, "server", None, None),
+    ("FATAL", "the database system is starting up", "57P03", "server", "57P03", None),
+    ("ERROR", 'relation "nope" does not exist at character 15', None, "error", None, None),
+    ("ERROR", 'relation "nope" does not exist at character 15', "42P01", "error", "42P01", None),
+    ("FATAL", "terminating connection due to administrator command", None, "error", None, None),
+    ("PANIC", 'could not write to file "pg_wal/xlogtemp.123": No space left on device', None, "error", None, None),
+    ("WARNING", "there is no transaction in progress", None, "other", None, None),
+    ("NOTICE", 'table "t" does not exist, skipping', None, "other", None, None),
+    ("LOG", "logical decoding found consistent point at 0/16B3748", None, "other", None, None),
+    ("LOG", "anything else", "00000", "other", None, None),  # 00000 is no error code
+]
+
+
+@pytest.mark.parametrize(("severity", "message", "given", "kind", "sqlstate", "duration"), CASES)
+def test_classify(
+    severity: str, message: str, given: str | None, kind: str, sqlstate: str | None, duration: float | None
+) -> None:
+    c = classify(severity, message, given)
+    assert (c.kind, c.sqlstate, c.duration_ms) == (kind, sqlstate, duration)
+
+
+def test_every_kind_is_covered() -> None:
+    assert {case[3] for case in CASES} == set(KINDS)
+
+
+def test_slow_query_moves_the_statement_out_of_the_message() -> None:
+    line = one(f"{T0} [1] a@b/c LOG:  duration: 12.5 ms  execute S_1: SELECT * FROM t WHERE id = 42\n")
+    assert line.kind == "slow_query"
+    assert line.duration_ms == 12.5
+    assert line.message == "duration: 12.5 ms  execute S_1"
+    assert line.statement == "SELECT * FROM t WHERE id = $1"
+    assert line.fingerprint is not None and len(line.fingerprint) == 16
+
+
+def test_same_query_shape_same_fingerprint() -> None:
+    a = one(f"{T0} [1] a@b/c LOG:  duration: 1 ms  statement: SELECT * FROM t WHERE id = 1\n")
+    b = one(f"{T0} [1] a@b/c LOG:  duration: 2 ms  statement: SELECT * FROM t WHERE id = 99\n")
+    c = one(f"{T0} [1] a@b/c LOG:  duration: 2 ms  statement: SELECT * FROM u WHERE id = 99\n")
+    assert a.fingerprint == b.fingerprint != c.fingerprint
+
+
+def test_multiline_slow_statement() -> None:
+    text = f"{T0} [1] a@b/c LOG:  duration: 5.0 ms  statement: SELECT 1\n\tFROM t\n"
+    line = one(text)
+    assert (line.kind, line.statement) == ("slow_query", "SELECT $1\nFROM t")
+    assert line.message == "duration: 5.0 ms  statement"
+
+
+def test_statement_kind() -> None:
+    line = one(f"{T0} [1] a@b/c LOG:  statement: UPDATE t SET a = 'x'\n")
+    assert (line.kind, line.message, line.statement, line.duration_ms) == (
+        "statement",
+        "statement",
+        "UPDATE t SET a = $1",
+        None,
+    )
+
+
+def test_error_takes_sqlstate_from_the_prefix() -> None:
+    line = one(f'{T0} [1] 23505 ERROR:  duplicate key value violates unique constraint "k"\n', prefix="%m [%p] %e ")
+    assert (line.kind, line.sqlstate) == ("error", "23505")
+
+
+def test_sqlstate_is_never_guessed() -> None:
+    line = one(f'{T0} [1] a@b/c ERROR:  duplicate key value violates unique constraint "k"\n')
+    assert line.sqlstate is None

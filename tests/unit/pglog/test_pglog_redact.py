@@ -1,0 +1,219 @@
+"""Value removal: statement normalization, message templates, passwords; no secret survives."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pglog_helpers import T0, one, parse_text
+
+from forwarder.model import spec_fields
+from forwarder.pglog.normalize import normalize
+from forwarder.pglog.redact import TOKEN, redact_text, scrub_passwords
+
+NORMALIZE_CASES = [
+    ("SELECT * FROM t WHERE a = 'x' AND b = 42", "SELECT * FROM t WHERE a = $1 AND b = $2"),
+    ("SELECT 'it''s'", "SELECT $1"),
+    ("SELECT E'a\\'b', e'c'", "SELECT $1, $2"),
+    ("SELECT B'101', X'1F', N'nat', U&'d\\0061t\\+000061'", "SELECT $1, $2, $3, $4"),
+    ("SELECT $$dollar ' quoted$$, $fn$ body $$ inside $fn$", "SELECT $1, $2"),
+    ("SELECT 1.5, .5, 1e5, 2.5E-3, 0x1F, 0o17, 0b101, 1_000", "SELECT $1, $2, $3, $4, $5, $6, $7, $8"),
+    ('SELECT t1.c2, "Col 3", "it\'s" FROM t1', 'SELECT t1.c2, "Col 3", "it\'s" FROM t1'),
+    ("SELECT * FROM t WHERE id = $1 AND x = 5", "SELECT * FROM t WHERE id = $1 AND x = $2"),
+    ("SELECT $2, 7", "SELECT $2, $3"),  # numbered after the highest existing parameter
+    ("SELECT 1 -- secret comment\nFROM t /* another */", "SELECT $1 \nFROM t"),
+    ("SELECT 'cut off by track_activity_query_size", "SELECT $1"),
+    ("SELECT $q$ unterminated", "SELECT $1"),
+    ("SELECT a-b, a/b, x::int4, arr[1]", "SELECT a-b, a/b, x::int4, arr[$1]"),
+    ("SELECT interval '1 day', DATE '2026-01-01'", "SELECT interval $1, DATE $2"),
+    ("ALTER ROLE bob PASSWORD 'hunter2'", "ALTER ROLE bob PASSWORD $1"),
+    ("SELECT 1", "SELECT $1"),
+    ("SELECT now()", "SELECT now()"),
+]
+
+
+@pytest.mark.parametrize(("sql", "expected"), NORMALIZE_CASES)
+def test_normalize(sql: str, expected: str) -> None:
+    out, changed = normalize(sql)
+    assert out == expected
+    assert changed == (out != sql)
+
+
+REDACT_CASES = [
+    ("Key (email)=(bob@example.com) already exists.", "Key (email)=(...) already exists."),
+    ('Key (a, b)=(1, (x)) is not present in table "t".', 'Key (a, b)=(...) is not present in table "t".'),
+    (
+        'Key (id)=(7) is still referenced from table "orders".',
+        'Key (id)=(...) is still referenced from table "orders".',
+    ),
+    (
+        "Key (r)=([1,5)) conflicts with existing key (r)=([2,6)).",
+        "Key (r)=(...) conflicts with existing key (r)=(...).",
+    ),
+    ("Failing row contains (1, null, 'paid', (2)).", "Failing row contains (...)."),
+    ("parameters: $1 = 'se''cret', $2 = NULL, $3 = '42...'", "parameters: $1 = '...', $2 = NULL, $3 = '...'"),
+    ("unnamed portal with parameters: $1 = 'secret'", "unnamed portal with parameters: $1 = '...'"),
+    ('invalid input syntax for type integer: "abc"', 'invalid input syntax for type integer: "..."'),
+    ('invalid input syntax for type timestamp: "yesterday-ish"', 'invalid input syntax for type timestamp: "..."'),
+    ('invalid input value for enum mood: "elated"', 'invalid input value for enum mood: "..."'),
+    ('malformed array literal: "{1,2"', 'malformed array literal: "..."'),
+    ('value "99999999999" is out of range for type integer', 'value "..." is out of range for type integer'),
+    ('date/time field value out of range: "2026-13-45"', 'date/time field value out of range: "..."'),
+    ('invalid value "xx" for "MM"', 'invalid value "..." for "MM"'),
+    ('Token "secret" is invalid.', 'Token "..." is invalid.'),
+    ("syntax error at or near \"'secret'\" at character 12", 'syntax error at or near "..." at character 12'),
+    ('syntax error at or near "FORM" at character 12', 'syntax error at or near "FORM" at character 12'),
+    (
+        'relation "orders_archive" does not exist at character 15',
+        'relation "orders_archive" does not exist at character 15',
+    ),
+    (
+        "Process 1 waits for ShareLock on transaction 9; blocked by process 2.\n"
+        "Process 2 waits for ShareLock on transaction 8; blocked by process 1.\n"
+        "Process 1: UPDATE a SET x = 5 WHERE id = 'q'\nProcess 2: UPDATE a SET x = 6 WHERE id = 'r'",
+        "Process 1 waits for ShareLock on transaction 9; blocked by process 2.\n"
+        "Process 2 waits for ShareLock on transaction 8; blocked by process 1.\n"
+        "Process 1: UPDATE a SET x = $1 WHERE id = $2\nProcess 2: UPDATE a SET x = $1 WHERE id = $2",
+    ),
+    (
+        "SQL statement \"INSERT INTO t VALUES ('x', 5)\"\nPL/pgSQL function f(integer) line 3 at SQL statement",
+        'SQL statement "INSERT INTO t VALUES ($1, $2)"\nPL/pgSQL function f(integer) line 3 at SQL statement',
+    ),
+    ('COPY t, line 2, column c: "secret"', "COPY t, line 2, column c: ..."),
+    ('COPY t, line 2: "1\tsecret"', "COPY t, line 2: ..."),
+    ('JSON data, line 1: {"a": secret', "JSON data, line 1: ..."),
+    (
+        'Connection matched pg_hba.conf line 95: "host all all 0.0.0.0/0 md5"',
+        'Connection matched pg_hba.conf line 95: "..."',
+    ),
+    (
+        'Connection matched file "/etc/postgresql/16/main/pg_hba.conf" line 95: "host all bob 10.0.0.0/8 md5"',
+        'Connection matched file "/etc/postgresql/16/main/pg_hba.conf" line 95: "..."',
+    ),
+    ('while updating tuple (0,5) in relation "t"', 'while updating tuple (0,5) in relation "t"'),
+    ("value too long for type character varying(10)", "value too long for type character varying(10)"),
+    (
+        "Process holding the lock: 4085. Wait queue: 4086, 4087.",
+        "Process holding the lock: 4085. Wait queue: 4086, 4087.",
+    ),
+    # unknown texts: the generic scrub takes single-quoted literals and numbers, keeps identifiers
+    ("customer 'bob@example.com' owes 1234.50 on t1", "customer '...' owes ... on t1"),
+    ('table "Orders 2" is full', 'table "Orders 2" is full'),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), REDACT_CASES)
+def test_redact_text(text: str, expected: str) -> None:
+    out, changed = redact_text(text)
+    assert out == expected
+    assert changed == (out != text)
+
+
+def test_token_is_documented_value() -> None:
+    assert TOKEN == "..."
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("ALTER ROLE x PASSWORD 'sec''ret'", "ALTER ROLE x PASSWORD '...'"),
+        (
+            "CREATE ROLE x LOGIN ENCRYPTED PASSWORD $$secret$$ VALID UNTIL 'infinity'",
+            "CREATE ROLE x LOGIN ENCRYPTED PASSWORD '...' VALID UNTIL 'infinity'",
+        ),
+        (
+            "SELECT dblink_connect('host=a password=secret dbname=b')",
+            "SELECT dblink_connect('host=a password=... dbname=b')",
+        ),
+        (
+            "CREATE SUBSCRIPTION s CONNECTION 'password=''a b'' host=x' PUBLICATION p",
+            "CREATE SUBSCRIPTION s CONNECTION 'password=... host=x' PUBLICATION p",
+        ),
+        (
+            "CREATE USER MAPPING FOR bob SERVER s OPTIONS (user 'bob', password 'secret')",
+            "CREATE USER MAPPING FOR bob SERVER s OPTIONS (user 'bob', password '...')",
+        ),
+        (
+            "SELECT dblink('postgresql://bob:secret@db/shop', 'SELECT 1')",
+            "SELECT dblink('postgresql://bob:...@db/shop', 'SELECT 1')",
+        ),
+        ('password authentication failed for user "bob"', 'password authentication failed for user "bob"'),
+    ],
+)
+def test_scrub_passwords(text: str, expected: str) -> None:
+    assert scrub_passwords(text) == (expected, expected != text)
+
+
+def test_passwords_go_even_with_full_text() -> None:
+    line = one(f"{T0} [1] a@b/c LOG:  statement: ALTER ROLE bob PASSWORD 'hunter2'\n", full_text=True)
+    assert line.statement == "ALTER ROLE bob PASSWORD '...'"
+    assert line.redacted
+    assert "hunter2" not in json.dumps(spec_fields(line))
+
+
+def test_full_text_keeps_values() -> None:
+    line = one(
+        f'{T0} [1] a@b/c ERROR:  duplicate key value violates unique constraint "k"\n'
+        f"{T0} [1] a@b/c DETAIL:  Key (email)=(bob@example.com) already exists.\n"
+        f"{T0} [1] a@b/c STATEMENT:  INSERT INTO u VALUES ('bob@example.com')\n",
+        full_text=True,
+    )
+    assert line.detail == "Key (email)=(bob@example.com) already exists."
+    assert line.statement == "INSERT INTO u VALUES ('bob@example.com')"
+    assert not line.redacted
+
+
+def test_redacted_flag_only_when_something_was_removed() -> None:
+    clean = one(f"{T0} [1] a@b/c LOG:  checkpoint starting: time\n")
+    assert not clean.redacted
+    dirty = one(f"{T0} [1] a@b/c LOG:  statement: SELECT 'x'\n")
+    assert dirty.redacted
+
+
+SECRET = "Sup3rS3cret"
+SECRET_LOG = f"""\
+{T0} [1] a@b/c ERROR:  duplicate key value violates unique constraint "users_email_key"
+{T0} [1] a@b/c DETAIL:  Key (email)=({SECRET}@example.com) already exists.
+{T0} [1] a@b/c STATEMENT:  INSERT INTO users (email) VALUES ('{SECRET}@example.com')
+{T0} [1] a@b/c ERROR:  null value in column "name" of relation "users" violates not-null constraint
+{T0} [1] a@b/c DETAIL:  Failing row contains (5, null, {SECRET}).
+{T0} [1] a@b/c LOG:  duration: 5.1 ms  execute <unnamed>: SELECT * FROM users WHERE email = $1
+{T0} [1] a@b/c DETAIL:  parameters: $1 = '{SECRET}'
+{T0} [1] a@b/c ERROR:  invalid input syntax for type integer: "{SECRET}"
+{T0} [1] a@b/c CONTEXT:  unnamed portal with parameters: $1 = '{SECRET}'
+{T0} [1] a@b/c ERROR:  deadlock detected
+{T0} [1] a@b/c DETAIL:  Process 1 waits for ShareLock on transaction 9; blocked by process 2.
+\tProcess 2 waits for ShareLock on transaction 8; blocked by process 1.
+\tProcess 1: UPDATE accounts SET note = '{SECRET}' WHERE id = 1
+\tProcess 2: UPDATE accounts SET note = E'{SECRET}\\'' WHERE id = 2
+{T0} [1] a@b/c HINT:  See server log for query details.
+{T0} [1] a@b/c ERROR:  division by zero
+{T0} [1] a@b/c CONTEXT:  SQL statement "SELECT 1/0 WHERE '{SECRET}' = $$x$$"
+\tPL/pgSQL function f() line 3 at PERFORM
+{T0} [1] a@b/c ERROR:  column "nope" does not exist
+{T0} [1] a@b/c QUERY:  SELECT nope FROM t WHERE x = $tag${SECRET}$tag$
+{T0} [1] a@b/c LOG:  statement: ALTER ROLE bob PASSWORD '{SECRET}'
+{T0} [1] a@b/c LOG:  statement: SELECT dblink_connect('host=x password={SECRET}') -- {SECRET}
+{T0} [1] a@b/c ERROR:  value "{SECRET}" is out of range for type integer
+{T0} [1] a@b/c ERROR:  syntax error at or near "'{SECRET}'" at character 20
+{T0} [1] a@b/c STATEMENT:  SELECT 1 '{SECRET}'
+{T0} [1] a@b/c WARNING:  user message with '{SECRET}' quoted
+{T0} [1] a@b/c ERROR:  COPY failed
+{T0} [1] a@b/c CONTEXT:  COPY t, line 2, column c: "{SECRET}"
+{T0} [1] a@b/c FATAL:  password authentication failed for user "bob"
+{T0} [1] a@b/c DETAIL:  Connection matched pg_hba.conf line 95: "host all {SECRET} 0.0.0.0/0 md5"
+"""
+
+
+def test_no_secret_survives_in_any_field() -> None:
+    lines = parse_text(SECRET_LOG)
+    assert len(lines) == 14
+    for line in lines:
+        assert SECRET not in json.dumps(spec_fields(line)), line
+        assert line.redacted, line
+
+
+def test_no_password_survives_with_full_text() -> None:
+    statements = [x.statement for x in parse_text(SECRET_LOG, full_text=True)]
+    assert "ALTER ROLE bob PASSWORD '...'" in statements
+    assert f"SELECT dblink_connect('host=x password=...') -- {SECRET}" in statements  # only the password goes
