@@ -80,8 +80,12 @@ class LogLine:
 
 def format_time(time_us: int) -> str:
     """RFC 3339 UTC with milliseconds, e.g. 2026-11-22T02:18:58.123Z (PostgreSQL logs milliseconds)."""
-    dt = datetime.fromtimestamp(time_us // 1_000_000, tz=UTC)
-    return f"{dt:%Y-%m-%dT%H:%M:%S}.{(time_us % 1_000_000) // 1000:03d}Z"
+    dt = _EPOCH + timedelta(microseconds=time_us)
+    # strftime's %Y does not pad years below 1000 on every platform; RFC 3339 needs four digits.
+    return (
+        f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}T{dt.hour:02d}:{dt.minute:02d}:{dt.second:02d}"
+        f".{dt.microsecond // 1000:03d}Z"
+    )
 
 
 def parse_time(text: str) -> int:

@@ -146,8 +146,8 @@ def openapi_document() -> dict[str, Any]:
                         _query(
                             "q",
                             {"type": "string", "minLength": 1, "maxLength": 500},
-                            "Words that must all "
-                            "appear (as word prefixes) in message, detail, hint, context or statement.",
+                            "Words that must all appear (as word prefixes) in message, detail, hint, context or"
+                            " statement; text without letters or digits is matched as a substring.",
                         ),
                         _query("group", {"type": "string", "pattern": "^[0-9a-f]{16}$"}, "A group id."),
                         _query("from", _TIME, "Lines written at or after this time."),
@@ -293,7 +293,15 @@ def openapi_document() -> dict[str, Any]:
                     "type": "object",
                     "required": ["database", "settings", "source", "counts_24h", "retention", "usage_today"],
                     "properties": {
-                        "database": _ref("Database"),
+                        "database": {
+                            "type": "object",
+                            "required": ["id", "name", "host"],
+                            "properties": {
+                                "id": {"type": "string"},
+                                "name": {"type": "string"},
+                                "host": {"type": "string"},
+                            },
+                        },
                         "settings": _ref("LogSettings"),
                         "source": {
                             "type": "object",

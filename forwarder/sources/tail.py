@@ -25,10 +25,10 @@ import os
 from dataclasses import dataclass
 from typing import Literal
 
+from forwarder import pglog
 from forwarder.clock import Clock
 from forwarder.config import DatabaseConfig
 from forwarder.model import LogLine
-from forwarder import pglog
 from forwarder.pglog import EntryReader
 from forwarder.store import Identity, SourceFile, Store
 
@@ -173,7 +173,7 @@ class DatabaseFollower:
                 continue
         if problem is None:
             current = self._files.get(order[-1][0])
-            if current is not None and current.seen_lines >= MISMATCH_LINES and self._mismatched(current):
+            if current is not None and current.seen_lines >= MISMATCH_LINES and current.reader.lines_matched == 0:
                 problem = SourceStatus(
                     "format_mismatch",
                     newest_path,
@@ -185,10 +185,6 @@ class DatabaseFollower:
             await self._store.forget_source_files(self.db.id, list(found))
             self._known = {k: v for k, v in self._known.items() if k in found}
 
-    @staticmethod
-    def _mismatched(f: _File) -> bool:
-        matched = getattr(f.reader, "lines_matched", None)
-        return matched == 0
 
     def _open(self, key: tuple[int, int], path: str) -> _File:
         with open(path, "rb") as fh:

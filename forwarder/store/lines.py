@@ -153,6 +153,11 @@ def doc_matches(doc: bytes, terms: list[str]) -> bool:
     return all(any(w.startswith(t) for w in words) for t in terms)
 
 
+def doc_contains(doc: bytes, folded: str) -> bool:
+    """Substring search over the text fields, folded like the word search."""
+    return folded in _fold(search_text(orjson.loads(doc)))
+
+
 def index_fts(conn: sqlite3.Connection, batch: int = 2000) -> int:
     """Index the next lines past the watermark (inside the caller's transaction); returns how many."""
     row = conn.execute("SELECT value FROM kv WHERE key = ?", (FTS_WATERMARK_KEY,)).fetchone()
@@ -208,7 +213,11 @@ def list_lines(conn: sqlite3.Connection, db_code: int, query: LineQuery) -> Page
     if query.after is not None:
         where.append("id > ?")
         params.append(query.after)
-    if query.q is not None:
+    if query.q is not None and not _WORD_RE.search(query.q):
+        # Punctuation only (`>`, `::`): nothing for the word index, so a substring scan.
+        where.append("fwd_doc_contains(doc, ?)")
+        params.append(_fold(query.q))
+    elif query.q is not None:
         terms = query_terms(query.q)
         watermark = fts_watermark(conn)
         # Indexed lines through FTS5; the few newer ones by scanning (DESIGN section 6).
@@ -233,6 +242,7 @@ def register_functions(conn: sqlite3.Connection) -> None:
     conn.create_function(
         "fwd_doc_matches", 2, lambda doc, terms: doc_matches(doc, terms.split("\x00")), deterministic=True
     )
+    conn.create_function("fwd_doc_contains", 2, doc_contains, deterministic=True)
 
 
 def groups(conn: sqlite3.Connection, db_code: int, from_us: int, to_us: int, limit: int) -> list[Group]:

@@ -36,10 +36,25 @@ async def test_list_returns_spec_lines_newest_first(api: Api) -> None:
     assert first["message"] == "boom" and first["sqlstate"] == "23505"
     assert isinstance(first["id"], str) and int(first["id"]) > int(second["id"])
     assert second == {
-        "id": second["id"], "time": "2027-01-15T08:00:01.000Z", "host": "db1", "database_id": "main",
-        "database_name": "Main DB", "severity": "LOG", "kind": "slow_query", "sqlstate": None,
-        "message": "duration", "detail": None, "hint": None, "context": None, "statement": "SELECT $1",
-        "user": "app", "database": None, "application": None, "client": None, "pid": 42, "duration_ms": 12.5,
+        "id": second["id"],
+        "time": "2027-01-15T08:00:01.000Z",
+        "host": "db1",
+        "database_id": "main",
+        "database_name": "Main DB",
+        "severity": "LOG",
+        "kind": "slow_query",
+        "sqlstate": None,
+        "message": "duration",
+        "detail": None,
+        "hint": None,
+        "context": None,
+        "statement": "SELECT $1",
+        "user": "app",
+        "database": None,
+        "application": None,
+        "client": None,
+        "pid": 42,
+        "duration_ms": 12.5,
         "redacted": False,
     }
 
@@ -60,6 +75,10 @@ async def test_filters_combine(api: Api) -> None:
         api, "/v1/databases/main/logs", **{"from": "2027-01-15T08:00:10Z", "to": "2027-01-15T08:00:20Z"}
     )
     assert [x["message"].split()[-1] for x in body["lines"]] == [str(i) for i in range(19, 9, -1)]
+    _, body = await get(
+        api, "/v1/databases/main/logs", **{"from": "2027-01-15T08:00:20Z", "to": "2027-01-15T08:00:10Z"}
+    )
+    assert body["lines"] == []  # an inverted window is empty, not an error
     _, body = await get(api, "/v1/databases/main/logs", limit="7")
     assert len(body["lines"]) == 7 and body["has_more"] is True
 
@@ -114,12 +133,11 @@ async def test_overview(api: Api) -> None:
         ({"kind": "fatal"}, "kind"),
         ({"from": "yesterday"}, "from"),
         ({"to": "2026-11-22"}, "to"),
-        ({"from": "2026-11-22T10:00:00Z", "to": "2026-11-22T09:00:00Z"}, "from"),
         ({"before": "-1"}, "before"),
         ({"after": "1e3"}, "after"),
         ({"after": "99999999999999999999"}, "after"),
         ({"group": "xyz"}, "group"),
-        ({"q": "!!!"}, "q"),
+        ({"q": ""}, "q"),
         ({"wait_seconds": "5"}, "wait_seconds"),
         ({"after": "1", "wait_seconds": "31"}, "wait_seconds"),
         ({"colour": "red"}, "colour"),
@@ -132,7 +150,9 @@ async def test_bad_parameters_are_400_naming_the_parameter(api: Api, params: dic
     assert body["error"]["message"].startswith(f"{field}:")
 
 
-async def patch(api: Api, body: object, *, raw: bytes | None = None, ctype: str = "application/json") -> tuple[int, dict]:  # type: ignore[type-arg]
+async def patch(
+    api: Api, body: object, *, raw: bytes | None = None, ctype: str = "application/json"
+) -> tuple[int, dict]:  # type: ignore[type-arg]
     data = raw if raw is not None else __import__("json").dumps(body).encode()
     async with api.session.patch(
         api.url("/v1/databases/main/logs/settings"),

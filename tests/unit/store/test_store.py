@@ -11,8 +11,7 @@ import pytest
 from forwarder.clock import FakeClock
 from forwarder.config import DatabaseConfig, LogSourceConfig, StoreConfig
 from forwarder.model import KINDS, LogLine, group_key
-from forwarder.store import DatabaseSettings, LineQuery, SourceFile, Store, open_sync
-from forwarder.store import schema
+from forwarder.store import DatabaseSettings, LineQuery, SourceFile, Store, open_sync, schema
 from forwarder.store import state as S
 
 T0 = 1_800_000_000_000_000  # microseconds
@@ -53,9 +52,26 @@ async def test_lines_come_back_newest_first_with_every_spec_field(store: Store) 
     assert [int(g["id"]) for g in got] == sorted((int(g["id"]) for g in got), reverse=True)
     assert got[0]["message"] == "message number 4"
     assert list(got[0]) == [
-        "id", "time", "host", "database_id", "database_name", "severity", "kind", "sqlstate", "message",
-        "detail", "hint", "context", "statement", "user", "database", "application", "client", "pid",
-        "duration_ms", "redacted",
+        "id",
+        "time",
+        "host",
+        "database_id",
+        "database_name",
+        "severity",
+        "kind",
+        "sqlstate",
+        "message",
+        "detail",
+        "hint",
+        "context",
+        "statement",
+        "user",
+        "database",
+        "application",
+        "client",
+        "pid",
+        "duration_ms",
+        "redacted",
     ]
     assert got[0]["host"] == "db1" and got[0]["database_id"] == "main" and got[0]["database_name"] == "Main"
     assert got[-1]["time"] == "2027-01-15T08:00:00.000Z"
@@ -125,8 +141,8 @@ async def test_search_finds_the_same_lines_before_and_after_indexing(store: Stor
     await store.append(
         ident,
         [
-            line(1, message="duplicate key value violates unique constraint \"users_email_key\""),
-            line(2, message="relation \"orders\" does not exist"),
+            line(1, message='duplicate key value violates unique constraint "users_email_key"'),
+            line(2, message='relation "orders" does not exist'),
             line(3, message="checkpoint starting: time", detail="Café résumé"),
             line(4, message="other", statement="SELECT * FROM orders WHERE id = $1"),
         ],
@@ -137,7 +153,7 @@ async def test_search_finds_the_same_lines_before_and_after_indexing(store: Stor
     async def search(q: str) -> list[int]:
         return ids((await store.list_lines(ident.code, LineQuery(q=q))).docs)
 
-    queries = ["duplicate key", "DUPLIC", "orders", "cafe", "users_email", "nothing-here"]
+    queries = ["duplicate key", "DUPLIC", "orders", "cafe", "users_email", "nothing-here", "= $", '"']
     before = {q: await search(q) for q in queries}
     assert await store.index_once() == 4
     after = {q: await search(q) for q in queries}
@@ -146,6 +162,8 @@ async def test_search_finds_the_same_lines_before_and_after_indexing(store: Stor
     assert after["orders"] == [4, 2]
     assert after["cafe"] == [3]
     assert after["nothing-here"] == []
+    assert after["= $"] == [4]  # punctuation only: a substring match
+    assert after['"'] == [2, 1]
 
 
 async def test_time_window_is_from_inclusive_to_exclusive(store: Store) -> None:
