@@ -196,10 +196,9 @@ def openapi_document() -> dict[str, Any]:
                         "200": _json(
                             {
                                 "type": "object",
-                                "required": ["from", "to", "groups"],
+                                "required": ["from", "groups"],
                                 "properties": {
                                     "from": _TIME,
-                                    "to": _TIME,
                                     "groups": {"type": "array", "items": _ref("LogGroup")},
                                 },
                             },

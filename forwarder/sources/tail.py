@@ -185,7 +185,6 @@ class DatabaseFollower:
             await self._store.forget_source_files(self.db.id, list(found))
             self._known = {k: v for k, v in self._known.items() if k in found}
 
-
     def _open(self, key: tuple[int, int], path: str) -> _File:
         with open(path, "rb") as fh:
             head = fh.read(HEAD_BYTES)

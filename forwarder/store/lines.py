@@ -245,15 +245,16 @@ def register_functions(conn: sqlite3.Connection) -> None:
     conn.create_function("fwd_doc_contains", 2, doc_contains, deterministic=True)
 
 
-def groups(conn: sqlite3.Connection, db_code: int, from_us: int, to_us: int, limit: int) -> list[Group]:
-    """Repeated messages in [from, to), most frequent first."""
+def groups(conn: sqlite3.Connection, db_code: int, from_us: int, limit: int) -> list[Group]:
+    """Repeated messages written at or after `from_us` (no upper bound: a server whose clock runs
+    ahead of ours still has its newest lines counted), most frequent first."""
     rows = conn.execute(
         """
         SELECT group_key, kind, count(*), min(time_us), max(time_us), max(id)
-        FROM lines WHERE db = ? AND time_us >= ? AND time_us < ?
+        FROM lines WHERE db = ? AND time_us >= ?
         GROUP BY group_key ORDER BY count(*) DESC, max(id) DESC LIMIT ?
         """,
-        (db_code, from_us, to_us, limit),
+        (db_code, from_us, limit),
     ).fetchall()
     out = []
     for key, kind, count, first_us, last_us, newest in rows:

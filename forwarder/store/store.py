@@ -187,8 +187,8 @@ class Store:
     async def list_lines(self, db_code: int, query: L.LineQuery) -> L.Page:
         return await self._read(lambda c: L.list_lines(c, db_code, query))
 
-    async def groups(self, db_code: int, from_us: int, to_us: int, limit: int) -> list[L.Group]:
-        return await self._read(lambda c: L.groups(c, db_code, from_us, to_us, limit))
+    async def groups(self, db_code: int, from_us: int, limit: int) -> list[L.Group]:
+        return await self._read(lambda c: L.groups(c, db_code, from_us, limit))
 
     async def overview_numbers(self, db_code: int, since_us: int, day: str) -> dict[str, object]:
         """Counts per kind since `since_us`, the day's usage, the oldest line and the store size."""

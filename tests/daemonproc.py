@@ -1,0 +1,138 @@
+"""Run `forwarder run` as a real subprocess for tests: config file, keys, readiness, signals."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from forwarder.client import request_json
+
+FORWARDER = [sys.executable, "-m", "forwarder"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+class DaemonProcess:
+    """One daemon with its own config and store under `root`; restartable; keys made by the CLI."""
+
+    def __init__(self, root: Path, databases: list[dict[str, Any]], **store: Any) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.config_path = root / "forwarder.toml"
+        lines = [
+            "[server]",
+            'host = "127.0.0.1"',
+            f"port = {self.port}",
+            "[store]",
+            f"path = {toml_value(root / 'store.db')}",
+        ]
+        lines += [f"{k} = {toml_value(v)}" for k, v in store.items()]
+        for db in databases:
+            lines.append("[[databases]]")
+            lines += [f"{k} = {toml_value(v)}" for k, v in db.items() if k != "log"]
+            lines.append("[databases.log]")
+            lines += [f"{k} = {toml_value(v)}" for k, v in db["log"].items()]
+        self.config_path.write_text("\n".join(lines) + "\n")
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = root / "daemon.log"
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.key = self.cli("keys", "create", "--role", "read-write", "--name", "tests").stdout.strip()
+        self.read_only_key = self.cli("keys", "create", "--role", "read-only").stdout.strip()
+
+    def cli(self, *args: str, check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        extra = ["--config", str(self.config_path)] if args[0] == "keys" else []
+        return subprocess.run(
+            [*FORWARDER, *args, *extra],
+            capture_output=True,
+            text=True,
+            check=check,
+            input=stdin,
+            timeout=60,
+            env={**os.environ, "FORWARDER_LOG_LEVEL": "info"},
+        )
+
+    def start(self, timeout: float = 20) -> None:
+        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child process
+        self.proc = subprocess.Popen([*FORWARDER, "run", "--config", str(self.config_path)], stdout=log, stderr=log)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"daemon exited with {self.proc.returncode}: {self.log_path.read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(self.url + "/readyz", timeout=1) as resp:  # noqa: S310
+                    if resp.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise TimeoutError("daemon did not become ready")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        code = self.proc.wait(timeout)
+        self.proc = None
+        return code
+
+    def get(self, path: str, key: str | None = None, **params: Any) -> Any:
+        return request_json(self.url, key or self.key, path, params)
+
+    def patch(self, path: str, body: dict[str, Any]) -> Any:
+        import json
+
+        req = urllib.request.Request(  # noqa: S310 - loopback test URL
+            self.url + path,
+            data=json.dumps(body).encode(),
+            method="PATCH",
+            headers={"Authorization": f"Bearer {self.key}", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:  # noqa: S310
+            return json.loads(resp.read())
+
+    def all_lines(self, db: str, **params: Any) -> list[dict[str, Any]]:
+        """Every line of `db` matching params, oldest first, paging with `before`."""
+        out: list[dict[str, Any]] = []
+        before = None
+        while True:
+            page = self.get(f"/v1/databases/{db}/logs", limit=500, before=before, **params)
+            out.extend(page["lines"])
+            if not page["has_more"]:
+                break
+            before = page["lines"][-1]["id"]
+        return list(reversed(out))
+
+    def wait_for_line(self, db: str, q: str, count: int = 1, timeout: float = 20) -> list[dict[str, Any]]:
+        """Poll the API until `count` lines match `q` (the daemon reads another process's output)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            lines = self.get(f"/v1/databases/{db}/logs", q=q, limit=500)["lines"]
+            if len(lines) >= count or time.monotonic() > deadline:
+                return lines
+            time.sleep(0.1)
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)

@@ -1,0 +1,168 @@
+"""The command line as an operator uses it: check-config, keys, parse, login and the logs client."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.daemonproc import FORWARDER, DaemonProcess
+
+REPO = Path(__file__).resolve().parents[2]
+
+BROKEN = """
+[server]
+port = 99999
+colour = "red"
+
+[store]
+retention_days = -1
+
+[[databases]]
+id = "main"
+name = "main"
+log = { path = "/var/log/postgresql/*.log" }
+
+[[databases]]
+id = "Second DB"
+name = "second"
+log = { path = "/var/log/x/*.log", format = "syslog", timezone = "Mars/Olympus" }
+"""
+
+
+def run(*args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*FORWARDER, *args], capture_output=True, text=True, input=stdin, timeout=60, env={**os.environ, **(env or {})}
+    )
+
+
+def test_check_config_names_every_mistake_by_its_toml_path(tmp_path: Path) -> None:
+    path = tmp_path / "broken.toml"
+    path.write_text(BROKEN)
+    out = run("check-config", str(path))
+    assert out.returncode == 78
+    problems = [line.split(": ", 2)[1] for line in out.stderr.splitlines()]
+    assert problems == [
+        "server.port",
+        "server.colour",
+        "store.retention_days",
+        "databases[1].id",
+        "databases[1].log.format",
+        "databases[1].log.timezone",
+    ]
+    assert "Extra inputs are not permitted" in out.stderr and "unknown time zone 'Mars/Olympus'" in out.stderr
+
+
+def test_check_config_reports_toml_syntax_and_missing_files(tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text("[server\nport = 1\n")
+    out = run("check-config", str(path))
+    assert out.returncode == 78 and "not valid TOML" in out.stderr and "line 1" in out.stderr
+    out = run("check-config", str(tmp_path / "absent.toml"))
+    assert out.returncode == 78 and "file not found" in out.stderr
+
+
+def test_the_example_config_is_valid() -> None:
+    out = run("check-config", str(REPO / "config.example.toml"))
+    assert out.returncode == 0, out.stderr
+
+
+def test_run_refuses_a_bad_config_with_78(tmp_path: Path) -> None:
+    path = tmp_path / "broken.toml"
+    path.write_text(BROKEN)
+    assert run("run", "--config", str(path)).returncode == 78
+
+
+def test_environment_overrides_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text("[server]\nport = 8000\n")
+    out = run("check-config", str(path), env={"FORWARDER_SERVER__PORT": "70000"})
+    assert out.returncode == 78 and "server.port" in out.stderr
+
+
+def test_keys_create_list_revoke(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[store]\npath = "{tmp_path / "s.db"}"\n')
+    created = run("keys", "create", "--role", "read-only", "--name", "grafana", "--config", str(cfg))
+    assert created.returncode == 0
+    key = created.stdout.strip()
+    assert key.startswith("fwd_") and "only time" in created.stderr
+    listed = run("keys", "list", "--json", "--config", str(cfg))
+    [record] = json.loads(listed.stdout)
+    assert record["name"] == "grafana" and record["role"] == "read-only" and record["revoked"] is False
+    assert key not in listed.stdout and key.split("_")[-1] not in listed.stdout
+    assert run("keys", "revoke", record["id"], "--config", str(cfg)).returncode == 0
+    assert json.loads(run("keys", "list", "--json", "--config", str(cfg)).stdout)[0]["revoked"] is True
+    assert run("keys", "revoke", record["id"], "--config", str(cfg)).returncode == 1
+
+
+SAMPLE = (
+    "2026-11-22 10:00:00.123 UTC [42] app@shop ERROR:  duplicate key value violates unique constraint"
+    ' "users_email_key"\n'
+    "2026-11-22 10:00:00.123 UTC [42] app@shop DETAIL:  Key (email)=(alice@example.com) already exists.\n"
+    "2026-11-22 10:00:00.123 UTC [42] app@shop STATEMENT:  INSERT INTO users VALUES ('alice@example.com')\n"
+    "2026-11-22 10:00:01.000 UTC [43] app@shop LOG:  duration: 1500.250 ms  statement: SELECT pg_sleep(1.5)\n"
+)
+
+
+def test_parse_prints_one_spec_object_per_entry() -> None:
+    out = run("parse", "--prefix", "%m [%p] %q%u@%d ", stdin=SAMPLE)
+    assert out.returncode == 0, out.stderr
+    first, second = (json.loads(x) for x in out.stdout.splitlines())
+    assert first["kind"] == "error" and first["time"] == "2026-11-22T10:00:00.123Z" and first["pid"] == 42
+    assert first["detail"] == "Key (email)=(...) already exists." and first["redacted"] is True
+    assert "alice" not in out.stdout
+    assert second["kind"] == "slow_query" and second["duration_ms"] == 1500.25
+    assert "id" not in first and "database_id" not in first and "host" not in first
+    full = run("parse", "--prefix", "%m [%p] %q%u@%d ", "--full-text", stdin=SAMPLE)
+    assert "alice@example.com" in full.stdout
+
+
+@pytest.fixture
+def live(tmp_path: Path) -> DaemonProcess:
+    logs = tmp_path / "pglogs"
+    logs.mkdir()
+    (logs / "postgresql.log").write_text(SAMPLE)
+    d = DaemonProcess(
+        tmp_path / "fwd",
+        [{"id": "main", "name": "shop", "log": {"path": str(logs / "*.log"), "line_prefix": "%m [%p] %q%u@%d "}}],
+    )
+    d.start()
+    d.wait_for_line("main", "duration")
+    yield d  # type: ignore[misc]
+    d.close()
+
+
+def test_login_checks_the_key_and_stores_it_privately(live: DaemonProcess, tmp_path: Path) -> None:
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    bad = run("login", "--url", live.url, "--key", "fwd_000000000000_wrong", env=env)
+    assert bad.returncode == 1 and "401" in bad.stderr
+    assert not (tmp_path / "xdg" / "forwarder" / "credentials.json").exists()
+    good = run("login", "--url", live.url, "--key", live.read_only_key, env=env)
+    assert good.returncode == 0, good.stderr
+    creds = tmp_path / "xdg" / "forwarder" / "credentials.json"
+    assert stat.S_IMODE(creds.stat().st_mode) == 0o600
+    assert json.loads(creds.read_text()) == {"url": live.url, "key": live.read_only_key}
+    assert live.read_only_key not in good.stdout + good.stderr
+
+    listed = run("logs", "list", "shop", "--json", env=env)
+    assert [json.loads(x)["kind"] for x in listed.stdout.splitlines()] == ["slow_query", "error"]
+    text = run("logs", "list", "main", "--kind", "errors", env=env)
+    assert "duplicate key value" in text.stdout and "DETAIL" in text.stdout and "duration" not in text.stdout
+    groups = run("logs", "groups", "main", "--from", "2026-01-01T00:00:00Z", env=env)
+    assert groups.returncode == 0 and groups.stdout.count("\n") == 2
+    overview = run("logs", "overview", "main", env=env)
+    assert "reading" in overview.stdout and "error=1" in overview.stdout
+    tail = run("logs", "tail", "main", "--json", "--max-polls", "1", "--wait-seconds", "0", env=env)
+    assert [json.loads(x)["kind"] for x in tail.stdout.splitlines()] == ["error", "slow_query"]  # oldest first
+    missing = run("logs", "list", "nope", env=env)
+    assert missing.returncode == 1 and "404 not_found" in missing.stderr
+
+
+def test_logs_without_login_says_how_to_log_in(tmp_path: Path) -> None:
+    out = run("logs", "list", "main", env={"XDG_CONFIG_HOME": str(tmp_path), "FORWARDER_URL": "", "FORWARDER_KEY": ""})
+    assert out.returncode == 1 and "forwarder login" in out.stderr
