@@ -228,7 +228,8 @@ class StderrReader(LineReader):
         nbytes = len(raw) + 1
         if text[-1:] == "\r":
             text = text[:-1]
-        if text[:1] == "\t":
+        tab = text[:1] == "\t"
+        if tab:
             text = text[1:]
         else:
             m = self._match(text)
@@ -237,7 +238,9 @@ class StderrReader(LineReader):
                 self._prefixed(m, text, start, nbytes, cut)
                 return
         pending = self._pending
-        if pending is not None:
+        # An orphan absorbs only TAB-led lines: otherwise a log read with the wrong prefix would
+        # become one giant entry cut at 1 MiB, and every malformed line must be kept as a line.
+        if pending is not None and (tab or not pending.orphan):
             pending.add_line(text, nbytes, MAX_ENTRY_BYTES)
             if cut:
                 pending.truncated = True

@@ -81,13 +81,19 @@ def test_the_document_lists_every_route(live: LiveDaemon) -> None:
 
 # The pytest plugin of schemathesis 4 does not load under pytest 9, so each operation's
 # strategy is run through hypothesis here; the checks are schemathesis' own.
-@pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
-@pytest.mark.parametrize(("method", "path"), OPERATIONS)
+# Operations without any input have nothing to make invalid: positive cases only.
+CASES = [
+    (method, path, mode)
+    for method, path in OPERATIONS
+    for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
+    if mode == GenerationMode.POSITIVE or path not in ("/healthz", "/readyz")
+]
+
+
+@pytest.mark.parametrize(("method", "path", "mode"), CASES)
 def test_every_operation_conforms_and_never_fails(
     live: LiveDaemon, method: str, path: str, mode: GenerationMode
 ) -> None:
-    if mode == GenerationMode.NEGATIVE and path in ("/healthz", "/readyz"):
-        pytest.skip("no input to make invalid")
     schema = schemathesis.openapi.from_url(f"{live.base}/v1/openapi.json")
     operation = schema[path][method]
     headers = {"Authorization": f"Bearer {live.key}"}

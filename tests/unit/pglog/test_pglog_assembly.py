@@ -84,6 +84,15 @@ def test_line_without_entry_becomes_other_never_dropped() -> None:
     assert hello.message == "hello"
 
 
+def test_a_log_read_with_the_wrong_prefix_keeps_every_line() -> None:
+    # A syslog-format file read as stderr: no line matches, and each one is kept as its own line.
+    text = b"".join(b"Nov 22 10:00:%02d host postgres[1]: LOG:  line %d\n" % (i, i) for i in range(50))
+    assert len(parse_text(text)) == 50
+    lines = parse_text(text, full_text=True)
+    assert [x.message for x in lines] == [f"Nov 22 10:00:{i:02d} host postgres[1]: LOG:  line {i}" for i in range(50)]
+    assert {x.kind for x in lines} == {"other"} and not any(x.truncated for x in lines)
+
+
 def test_offsets_and_flushing_step_by_step() -> None:
     r = new_reader()
     l1, l2, l3 = line(1, "ERROR", "boom"), line(1, "DETAIL", "more"), line(2, "LOG", "next")
