@@ -13,8 +13,6 @@ Local log files are read with plain blocking calls: they come from the page cach
 microseconds, and a thread hop per chunk would cost more than it saves.
 """
 
-# ruff: noqa: ASYNC230, ASYNC240
-
 from __future__ import annotations
 
 import asyncio
@@ -22,8 +20,9 @@ import contextlib
 import glob
 import logging
 import os
+import stat
 from dataclasses import dataclass
-from typing import Literal
+from typing import BinaryIO, Literal
 
 from forwarder import pglog
 from forwarder.clock import Clock
@@ -38,6 +37,7 @@ HEAD_BYTES = 64  # enough to hold a prefix with a millisecond timestamp: unique 
 CHUNK_BYTES = 256 * 1024  # one read; parsing a chunk keeps the event loop busy for a few ms only
 APPEND_LINES = 2000  # lines per store transaction
 MISMATCH_LINES = 20  # this many physical lines and none in the configured format: say so
+IDLE_CLOSE_SECONDS = 300  # an older file unchanged this long gives its descriptor back
 
 SourceState = Literal["starting", "reading", "disabled", "no_file", "permission_denied", "format_mismatch", "error"]
 
@@ -63,6 +63,17 @@ class _File:
     read_pos: int  # next byte to read
     seen_lines: int = 0  # physical lines read since the reader started
     stored: bool = False  # the store has a row for this file
+    fh: BinaryIO | None = None  # held open so a file renamed or deleted under us is read to its end
+    mtime_ns: int = 0  # at the last poll
+
+    @property
+    def reader_pending(self) -> bool:
+        return self.base + self.reader.committed_offset < self.read_pos
+
+    def close(self) -> None:
+        if self.fh is not None:
+            self.fh.close()
+            self.fh = None
 
 
 class DatabaseFollower:
@@ -127,13 +138,14 @@ class DatabaseFollower:
         for f in self._files.values():
             lines.extend(f.reader.flush())
         await self._commit(lines, list(self._files.values()))
+        for f in self._files.values():
+            f.close()
 
     async def poll(self) -> None:
         """One pass: pick up new, truncated and gone files, read what is new, store it."""
-        paths = sorted(glob.glob(self.db.log.path))
         found: dict[tuple[int, int], tuple[str, os.stat_result]] = {}
         denied: str | None = None
-        for path in paths:
+        for path in sorted(glob.glob(self.db.log.path)):
             try:
                 st = os.stat(path)
             except FileNotFoundError:
@@ -141,14 +153,13 @@ class DatabaseFollower:
             except PermissionError:
                 denied = path
                 continue
-            if not os.path.isfile(path):
-                continue
-            found[(st.st_dev, st.st_ino)] = (path, st)
+            if stat.S_ISREG(st.st_mode):
+                found[(st.st_dev, st.st_ino)] = (path, st)
 
-        # Files that disappeared: what is pending there is complete.
+        # Files that left the glob (renamed away by logrotate, or deleted): the descriptor we hold
+        # still reads them, so their last lines are not lost; then they are complete.
         for key in [k for k in self._files if k not in found]:
-            gone = self._files.pop(key)
-            await self._commit(gone.reader.flush(), [gone])
+            await self._finish(self._files.pop(key))
         if not found:
             self.status = SourceStatus(
                 "permission_denied" if denied else "no_file",
@@ -159,20 +170,23 @@ class DatabaseFollower:
 
         # Oldest first, so lines are stored in the order PostgreSQL wrote them.
         order = sorted(found.items(), key=lambda item: (item[1][1].st_mtime_ns, item[1][0]))
-        newest_path = order[-1][1][0]
+        newest_key, (newest_path, _) = order[-1]
         now = self._clock.monotonic()
         problem: SourceStatus | None = None
         for key, (path, st) in order:
             try:
                 f = self._files.get(key) or self._open(key, path)
                 f.path = path
-                await self._read_file(f, st, now)
+                await self._read_file(f, now)
             except PermissionError:
                 problem = SourceStatus("permission_denied", path, f"permission denied: {path}")
+                continue
             except FileNotFoundError:
                 continue
+            if key != newest_key and self._clock.now() - st.st_mtime > IDLE_CLOSE_SECONDS and not f.reader_pending:
+                f.close()  # PostgreSQL writes only the newest file; reopened if this one grows
         if problem is None:
-            current = self._files.get(order[-1][0])
+            current = self._files.get(newest_key)
             if current is not None and current.seen_lines >= MISMATCH_LINES and current.reader.lines_matched == 0:
                 problem = SourceStatus(
                     "format_mismatch",
@@ -186,48 +200,87 @@ class DatabaseFollower:
             self._known = {k: v for k, v in self._known.items() if k in found}
 
     def _open(self, key: tuple[int, int], path: str) -> _File:
-        with open(path, "rb") as fh:
-            head = fh.read(HEAD_BYTES)
+        fh = open(path, "rb")  # noqa: SIM115 - held across polls, closed by _File.close
+        st = os.fstat(fh.fileno())
+        if (st.st_dev, st.st_ino) != key:  # replaced between stat and open: next poll sees the new one
+            fh.close()
+            raise FileNotFoundError(path)
+        head = os.pread(fh.fileno(), HEAD_BYTES, 0)
         known = self._known.get(key)
         start = 0
         stored_head = head
-        if known is not None and head[: len(known.head)] == known.head and known.head:
+        if known is not None and known.head and head[: len(known.head)] == known.head:
             # Same file as before the restart: resume where the stored lines end.
             start = known.offset
             stored_head = known.head
+        elif len(head) == HEAD_BYTES and (twin := self._same_head(head)) is not None:
+            # A new inode with the first bytes of a file we read: a copy (logrotate copytruncate
+            # with a glob that matches the copies). Its lines up to that file's offset are stored.
+            start = min(twin, os.fstat(fh.fileno()).st_size)
         f = _File(key[0], key[1], stored_head, path, start, self._new_reader(), start, start, stored=known is not None)
+        f.fh = fh
         self._files[key] = f
         return f
 
-    async def _read_file(self, f: _File, st: os.stat_result, now: float) -> None:
+    def _same_head(self, head: bytes) -> int | None:
+        """Offset reached in a known file whose first HEAD_BYTES equal `head`, if any."""
+        offsets = [f.committed for f in self._files.values() if f.head == head]
+        offsets += [sf.offset for sf in self._known.values() if sf.head == head]
+        return max(offsets) if offsets else None
+
+    def _descriptor(self, f: _File) -> int:
+        """The open descriptor of `f`, reopening by path (checking it is still the same inode)."""
+        if f.fh is None:
+            fh = open(f.path, "rb")  # noqa: SIM115 - held across polls
+            st = os.fstat(fh.fileno())
+            if (st.st_dev, st.st_ino) != (f.dev, f.ino):
+                fh.close()
+                raise FileNotFoundError(f.path)
+            f.fh = fh
+        return f.fh.fileno()
+
+    async def _read_file(self, f: _File, now: float) -> None:
+        fd = self._descriptor(f)
+        st = os.fstat(fd)
+        size = st.st_size
+        changed = size != f.read_pos or st.st_mtime_ns != f.mtime_ns
+        f.mtime_ns = st.st_mtime_ns
+        # Any write since the last poll: the head tells whether the file was truncated and written
+        # again (even to the very size we had read).
+        if size < f.read_pos or (changed and os.pread(fd, len(f.head), 0) != f.head):
+            # Truncated (log_truncate_on_rotation reusing postgresql-%a.log, copytruncate), maybe
+            # already rewritten past our position: what was pending is complete, the file starts over.
+            await self._commit(f.reader.flush(), [f])
+            f.reader = self._new_reader()
+            f.base = f.committed = f.read_pos = f.seen_lines = 0
+            f.head = b""
+        if len(f.head) < HEAD_BYTES and size > len(f.head):
+            f.head = os.pread(fd, HEAD_BYTES, 0)
+        await self._read_to(f, fd, size, now)
+        await self._commit(f.reader.flush_idle(now), [f])
+
+    async def _read_to(self, f: _File, fd: int, size: int, now: float) -> None:
+        """Feed the bytes from the read position to `size`, storing every APPEND_LINES lines."""
         lines: list[LogLine] = []
-        if st.st_size < f.read_pos or (len(f.head) < HEAD_BYTES and st.st_size > len(f.head)):
-            with open(f.path, "rb") as fh:
-                head = fh.read(HEAD_BYTES)
-            if st.st_size < f.read_pos or head[: len(f.head)] != f.head:
-                # Truncated (log_truncate_on_rotation, copytruncate): what was pending is complete,
-                # and the file starts over.
-                lines.extend(f.reader.flush())
+        while f.read_pos < size:
+            chunk = os.pread(fd, min(CHUNK_BYTES, size - f.read_pos), f.read_pos)
+            if not chunk:
+                break
+            f.read_pos += len(chunk)
+            f.seen_lines += chunk.count(b"\n")
+            lines.extend(f.reader.feed(chunk, now))
+            if len(lines) >= APPEND_LINES:
                 await self._commit(lines, [f])
                 lines = []
-                f.reader = self._new_reader()
-                f.base = f.committed = f.read_pos = 0
-            f.head = head
-        if st.st_size > f.read_pos:
-            with open(f.path, "rb") as fh:
-                fh.seek(f.read_pos)
-                while True:
-                    chunk = fh.read(CHUNK_BYTES)
-                    if not chunk:
-                        break
-                    f.read_pos += len(chunk)
-                    f.seen_lines += chunk.count(b"\n")
-                    lines.extend(f.reader.feed(chunk, now))
-                    if len(lines) >= APPEND_LINES:
-                        await self._commit(lines, [f])
-                        lines = []
-        lines.extend(f.reader.flush_idle(now))
         await self._commit(lines, [f])
+
+    async def _finish(self, f: _File) -> None:
+        """A file that left the glob: read what is left through the held descriptor, then flush."""
+        if f.fh is not None:
+            fd = f.fh.fileno()
+            await self._read_to(f, fd, os.fstat(fd).st_size, self._clock.monotonic())
+        await self._commit(f.reader.flush(), [f])
+        f.close()
 
     async def _commit(self, lines: list[LogLine], files: list[_File]) -> None:
         changed = [f for f in files if f.base + f.reader.committed_offset != f.committed or not f.stored]
