@@ -18,6 +18,9 @@ from forwarder.api.context import ApiContext, DatabaseView, SourceView
 from forwarder.api.server import ApiServer
 from forwarder.clock import Clock, SystemClock
 from forwarder.config import Config, DatabaseConfig
+from forwarder.delivery.manager import DeliveryManager
+from forwarder.delivery.netguard import Resolver
+from forwarder.secrets import SecretBox, load_key
 from forwarder.sources.tail import DatabaseFollower
 from forwarder.store import DatabaseSettings, Identity, Store
 
@@ -53,9 +56,11 @@ class _Registry:
 class Daemon:
     """The whole daemon; `start()` then `aclose()`, or `run()` until SIGTERM/SIGINT."""
 
-    def __init__(self, config: Config, clock: Clock | None = None) -> None:
+    def __init__(self, config: Config, clock: Clock | None = None, resolver: Resolver | None = None) -> None:
         self.config = config
         self.clock = clock or SystemClock()
+        self._resolver = resolver  # tests give a scripted one; None resolves with DNS
+        self.delivery: DeliveryManager | None = None
         self.store = Store(config.store, self.clock)
         self.registry = _Registry()
         self.api: ApiServer | None = None
@@ -76,7 +81,18 @@ class Daemon:
             self.registry.by_id[db.id] = _Database(db, identity, follower)
             self._tasks.append(asyncio.create_task(follower.run(), name=f"read:{db.id}"))
         self._tasks.append(asyncio.create_task(self.store.run(), name="store"))
-        ctx = ApiContext(config=self.config, store=self.store, databases=self.registry, clock=self.clock)
+        box = SecretBox(load_key(self.config.security.secrets_key_file))
+        self.delivery = DeliveryManager(
+            self.store, self.clock, box, self.config.security.networks(), resolver=self._resolver
+        )
+        await self.delivery.start()
+        ctx = ApiContext(
+            config=self.config,
+            store=self.store,
+            databases=self.registry,
+            clock=self.clock,
+            destinations=self.delivery,
+        )
         self.api = ApiServer(ctx)
         await self.api.start()
         log.info(
@@ -110,6 +126,8 @@ class Daemon:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         self._tasks.clear()
+        if self.delivery is not None:
+            await self.delivery.aclose()
         if self.api is not None:
             await self.api.aclose()
         if self.store.is_open:

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
 import time
-from typing import Protocol
+from collections.abc import Awaitable
+from typing import Protocol, TypeVar
+
+T = TypeVar("T")
 
 
 class Clock(Protocol):
@@ -66,6 +70,11 @@ class FakeClock:
         """How many sleeps are waiting (tests wait for a task to reach its sleep)."""
         return sum(1 for _, _, f in self._sleepers if not f.done())
 
+    def next_wake(self) -> float | None:
+        """Seconds until the earliest pending sleep ends (None when nothing sleeps)."""
+        pending = [when for when, _, f in self._sleepers if not f.done()]
+        return min(pending) - self._mono if pending else None
+
     def advance(self, seconds: float) -> None:
         """Move time forward and wake every sleeper whose deadline has come."""
         self._now += seconds
@@ -74,3 +83,22 @@ class FakeClock:
             _, _, fut = heapq.heappop(self._sleepers)
             if not fut.done():
                 fut.set_result(None)
+
+
+async def with_timeout(clock: Clock, awaitable: Awaitable[T], seconds: float) -> T:
+    """`awaitable`'s result, or TimeoutError once `seconds` pass on `clock` (a fake clock in tests)."""
+    task = asyncio.ensure_future(awaitable)
+    timer = asyncio.ensure_future(clock.sleep(seconds))
+    try:
+        done, _ = await asyncio.wait({task, timer}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        task.cancel()
+        timer.cancel()
+        raise
+    if task in done:
+        timer.cancel()
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        await task
+    raise TimeoutError(f"no answer within {seconds:g} s")

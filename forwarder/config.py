@@ -6,6 +6,7 @@ Unknown keys are errors. Every mistake is reported with its TOML path (`database
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import socket
 import tomllib
@@ -52,12 +53,30 @@ class StoreConfig(_Section):
 
 
 class SecurityConfig(_Section):
-    """Secrets at rest."""
+    """Secrets at rest and where destinations may be."""
 
     secrets_key_file: Path = Field(
         Path("var/secrets.key"),
         description="AES-256 key file for secrets at rest; created with mode 0600 on first start.",
     )
+    allowed_destination_networks: list[str] = Field(
+        default_factory=list,
+        description="Networks (CIDR) destinations may be in although not public, e.g. an internal Loki. "
+        "Operators only: the API can never widen this.",
+    )
+
+    @field_validator("allowed_destination_networks")
+    @classmethod
+    def _networks(cls, values: list[str]) -> list[str]:
+        for value in values:
+            try:
+                ipaddress.ip_network(value, strict=False)
+            except ValueError:
+                raise ValueError(f"{value!r} is not a network in CIDR form such as 10.0.0.0/8") from None
+        return values
+
+    def networks(self) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+        return [ipaddress.ip_network(v, strict=False) for v in self.allowed_destination_networks]
 
 
 class LogSourceConfig(_Section):

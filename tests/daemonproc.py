@@ -34,7 +34,9 @@ def toml_value(value: Any) -> str:
 class DaemonProcess:
     """One daemon with its own config and store under `root`; restartable; keys made by the CLI."""
 
-    def __init__(self, root: Path, databases: list[dict[str, Any]], **store: Any) -> None:
+    def __init__(
+        self, root: Path, databases: list[dict[str, Any]], allowed_networks: tuple[str, ...] = (), **store: Any
+    ) -> None:
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
@@ -47,6 +49,9 @@ class DaemonProcess:
             f"path = {toml_value(root / 'store.db')}",
         ]
         lines += [f"{k} = {toml_value(v)}" for k, v in store.items()]
+        lines += ["[security]", f"secrets_key_file = {toml_value(root / 'secrets.key')}"]
+        if allowed_networks:
+            lines.append("allowed_destination_networks = [" + ", ".join(toml_value(n) for n in allowed_networks) + "]")
         for db in databases:
             lines.append("[[databases]]")
             lines += [f"{k} = {toml_value(v)}" for k, v in db.items() if k != "log"]

@@ -10,6 +10,7 @@ from aiohttp import web
 from forwarder.clock import Clock
 from forwarder.config import Config, DatabaseConfig
 from forwarder.store import DatabaseSettings, Identity, Store
+from forwarder.store.destinations import DeliveryState, Destination
 
 
 class SourceView(Protocol):
@@ -41,6 +42,17 @@ class Databases(Protocol):
     def apply_settings(self, db_id: str, settings: DatabaseSettings) -> None: ...
 
 
+class Destinations(Protocol):
+    """The delivery layer as the API drives it (implemented by delivery.manager.DeliveryManager)."""
+
+    def state(self, dest_id: str) -> DeliveryState | None: ...
+    async def apply(self, dest_id: str) -> None: ...
+    async def remove(self, dest: Destination) -> None: ...
+    async def test(self, dest: Destination) -> tuple[bool, str | None]: ...
+    async def check_url(self, url: str) -> str | None: ...
+    def seal_secret(self, secret: str, dest_id: str) -> bytes: ...
+
+
 @dataclass(slots=True)
 class ApiContext:
     """Everything a handler needs."""
@@ -49,6 +61,7 @@ class ApiContext:
     store: Store
     databases: Databases
     clock: Clock
+    destinations: Destinations | None = None
     ready: bool = False
 
 

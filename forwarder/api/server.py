@@ -11,8 +11,10 @@ from typing import Final
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from forwarder.api import logs
+from forwarder import metrics
+from forwarder.api import destinations, logs
 from forwarder.api.auth import PRINCIPAL, authenticate
 from forwarder.api.context import CONTEXT, ApiContext
 from forwarder.api.errors import ApiError, json_response
@@ -20,7 +22,7 @@ from forwarder.api.openapi import openapi_document
 
 log = logging.getLogger(__name__)
 
-PUBLIC_PATHS: Final = frozenset({"/healthz", "/readyz", "/v1/openapi.json"})
+PUBLIC_PATHS: Final = frozenset({"/healthz", "/readyz", "/metrics", "/v1/openapi.json"})
 
 
 @web.middleware
@@ -67,6 +69,11 @@ async def readyz(request: web.Request) -> web.Response:
     return json_response({"status": "starting" if not ctx.ready else "store closed"}, status=503)
 
 
+async def metrics_endpoint(request: web.Request) -> web.Response:
+    """Prometheus text format; labels carry destination ids and types, never secrets."""
+    return web.Response(body=generate_latest(metrics.REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
 async def openapi(request: web.Request) -> web.Response:
     return json_response(openapi_document())
 
@@ -77,8 +84,10 @@ def build_app(ctx: ApiContext) -> web.Application:
     app[CONTEXT] = ctx
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics_endpoint)
     app.router.add_get("/v1/openapi.json", openapi)
     app.router.add_routes(logs.routes)
+    app.router.add_routes(destinations.routes)
     return app
 
 

@@ -281,28 +281,25 @@ def oldest_time(conn: sqlite3.Connection, db_code: int) -> int | None:
 # --- retention --------------------------------------------------------------------------------
 
 
-def delete_ids_upto(conn: sqlite3.Connection, ids: list[int]) -> int:
-    """Delete these lines and their search entries (inside the caller's transaction)."""
-    if not ids:
+def delete_lines(conn: sqlite3.Connection, rows: list[tuple[int, int, int]]) -> int:
+    """Delete these lines (id, db, kind) and their search entries (inside the caller's transaction)."""
+    if not rows:
         return 0
-    conn.executemany("DELETE FROM lines_fts WHERE rowid = ?", [(i,) for i in ids])
-    conn.executemany("DELETE FROM lines WHERE id = ?", [(i,) for i in ids])
-    return len(ids)
+    conn.executemany("DELETE FROM lines_fts WHERE rowid = ?", [(r[0],) for r in rows])
+    conn.executemany("DELETE FROM lines WHERE id = ?", [(r[0],) for r in rows])
+    return len(rows)
 
 
-def older_than(conn: sqlite3.Connection, cutoff_us: int, limit: int) -> list[int]:
-    """Ids of up to `limit` lines written before the cutoff, any database."""
-    return [
-        r[0]
-        for r in conn.execute(
-            "SELECT id FROM lines WHERE db IN (SELECT code FROM databases) AND time_us < ? LIMIT ?",
-            (cutoff_us, limit),
-        )
-    ]
+def older_than(conn: sqlite3.Connection, cutoff_us: int, limit: int) -> list[tuple[int, int, int]]:
+    """Up to `limit` lines (id, db, kind) written before the cutoff, any database."""
+    return conn.execute(
+        "SELECT id, db, kind FROM lines WHERE db IN (SELECT code FROM databases) AND time_us < ? LIMIT ?",
+        (cutoff_us, limit),
+    ).fetchall()
 
 
-def oldest_ids(conn: sqlite3.Connection, limit: int) -> list[int]:
-    return [r[0] for r in conn.execute("SELECT id FROM lines ORDER BY id LIMIT ?", (limit,))]
+def oldest(conn: sqlite3.Connection, limit: int) -> list[tuple[int, int, int]]:
+    return conn.execute("SELECT id, db, kind FROM lines ORDER BY id LIMIT ?", (limit,)).fetchall()
 
 
 def line_count(conn: sqlite3.Connection) -> int:

@@ -83,6 +83,31 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         details  TEXT
     );
     """,
+    # 2: log destinations and their delivery state (DESIGN section 2: a consumer with a cursor)
+    """
+    CREATE TABLE destinations (
+        id               TEXT PRIMARY KEY,
+        type             TEXT NOT NULL,
+        name             TEXT NOT NULL,
+        enabled          INTEGER NOT NULL,
+        config           TEXT NOT NULL,      -- JSON, never a secret
+        filter           TEXT NOT NULL,      -- JSON {"kinds": [...], "database_ids": [...]}
+        secret           BLOB,               -- AES-GCM sealed (secrets.py)
+        created_at       REAL NOT NULL,
+        updated_at       REAL NOT NULL,
+        cursor           INTEGER NOT NULL,   -- last line id accounted for
+        inflight_id      TEXT,               -- delivery_id of the batch being delivered
+        inflight_lines   BLOB,               -- its line ids (JSON array)
+        inflight_upto    INTEGER,            -- cursor once that batch is accounted for
+        attempts         INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at  REAL,               -- unix seconds: backoff survives restarts
+        last_error       TEXT,
+        last_error_at    REAL,
+        last_success_at  REAL,
+        sent_lines       INTEGER NOT NULL DEFAULT 0,
+        dropped_lines    INTEGER NOT NULL DEFAULT 0
+    );
+    """,
 )
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)

@@ -16,9 +16,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
+from forwarder import metrics
 from forwarder.clock import Clock
 from forwarder.config import DatabaseConfig, StoreConfig
 from forwarder.model import LogLine
+from forwarder.store import destinations as D
 from forwarder.store import lines as L
 from forwarder.store import schema
 from forwarder.store import state as S
@@ -242,6 +244,80 @@ class Store:
     async def audit_records(self, limit: int = 100) -> list[dict[str, object]]:
         return await self._read(lambda c: S.audit_records(c, limit))
 
+    # --- destinations -------------------------------------------------------------------------
+
+    async def destinations(self) -> list[tuple[D.Destination, D.DeliveryState]]:
+        return await self._read(D.list_all)
+
+    async def destination(self, dest_id: str) -> tuple[D.Destination, D.DeliveryState] | None:
+        return await self._read(lambda c: D.get(c, dest_id))
+
+    async def add_destination(self, dest: D.Destination, *, org: str, actor: str) -> D.DeliveryState:
+        """A new destination starts at the head: it receives lines stored from now on."""
+        now_us = self._now_us()
+
+        def _txn(c: sqlite3.Connection) -> D.DeliveryState:
+            head = L.head_id(c)
+            D.insert(c, dest, head)
+            S.audit(
+                c,
+                now_us,
+                org=org,
+                actor=actor,
+                action="destinations.created",
+                target=dest.id,
+                details={"type": dest.type, "name": dest.name},
+            )
+            return D.DeliveryState(cursor=head)
+
+        return await self._write(_txn)
+
+    async def change_destination(self, dest: D.Destination, *, org: str, actor: str, fields: list[str]) -> None:
+        now_us = self._now_us()
+
+        def _txn(c: sqlite3.Connection) -> None:
+            D.update(c, dest)
+            # Field names only: a changed secret is recorded as changed, never with its value.
+            S.audit(
+                c,
+                now_us,
+                org=org,
+                actor=actor,
+                action="destinations.changed",
+                target=dest.id,
+                details={"fields": sorted(fields)},
+            )
+
+        await self._write(_txn)
+
+    async def remove_destination(self, dest_id: str, *, org: str, actor: str) -> bool:
+        now_us = self._now_us()
+
+        def _txn(c: sqlite3.Connection) -> bool:
+            done = D.delete(c, dest_id)
+            if done:
+                S.audit(c, now_us, org=org, actor=actor, action="destinations.deleted", target=dest_id)
+            return done
+
+        return await self._write(_txn)
+
+    async def next_batch(
+        self, cursor: int, match: Callable[[int, int], bool], max_lines: int, max_bytes: int
+    ) -> D.Batch | None:
+        return await self._read(lambda c: D.next_batch(c, cursor, match, max_lines, max_bytes))
+
+    async def docs_by_ids(self, ids: Sequence[int]) -> dict[int, bytes]:
+        return await self._read(lambda c: D.docs_by_ids(c, ids))
+
+    async def save_delivery_state(self, dest_id: str, state: D.DeliveryState, sent: int, dropped: int) -> None:
+        await self._write(lambda c: D.save_state(c, dest_id, state, sent, dropped))
+
+    async def lag(self, cursor: int) -> tuple[int, int | None]:
+        return await self._read(lambda c: D.lag(c, cursor))
+
+    async def database_codes(self) -> dict[str, int]:
+        return await self._read(lambda c: {i: code for code, i in c.execute("SELECT code, id FROM databases")})
+
     # --- background work ----------------------------------------------------------------------
 
     async def index_once(self, batch: int = 2000) -> int:
@@ -253,7 +329,7 @@ class Store:
         cutoff_us = self._now_us() - int(self.config.retention_days * 86400 * 1_000_000)
         deleted = 0
         while True:
-            n = await self._write(lambda c: L.delete_ids_upto(c, L.older_than(c, cutoff_us, RETENTION_CHUNK)))
+            n = await self._write(lambda c: self._delete(c, L.older_than(c, cutoff_us, RETENTION_CHUNK)))
             deleted += n
             if n < RETENTION_CHUNK:
                 break
@@ -263,7 +339,7 @@ class Store:
             count = await self._read(L.line_count)
             target = self.config.max_bytes * SIZE_TARGET
             want = min(RETENTION_CHUNK, max(1, int(count * (used - target) / used)))
-            n = await self._write(lambda c, w=want: L.delete_ids_upto(c, L.oldest_ids(c, w)))  # type: ignore[misc]
+            n = await self._write(lambda c, w=want: self._delete(c, L.oldest(c, w)))  # type: ignore[misc]
             if n == 0:
                 break
             deleted += n
@@ -271,6 +347,12 @@ class Store:
         if deleted:
             log.info("retention deleted lines", extra={"deleted": deleted})
         return deleted
+
+    def _delete(self, conn: sqlite3.Connection, rows: list[tuple[int, int, int]]) -> int:
+        """Delete lines, first counting them as dropped for each destination that had not sent them."""
+        for (dest_id, dest_type), n in D.account_retention(conn, rows).items():
+            metrics.LINES_DROPPED.labels(dest_id, dest_type, "retention").inc(n)
+        return L.delete_lines(conn, rows)
 
     async def run(self) -> None:
         """Keep the full-text index just behind the head and apply retention, until cancelled."""

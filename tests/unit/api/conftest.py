@@ -38,6 +38,7 @@ async def api(tmp_path: Path) -> AsyncIterator[Api]:
         {
             "server": {"host": "127.0.0.1", "port": 0},
             "store": {"path": str(tmp_path / "store.db")},
+            "security": {"secrets_key_file": str(tmp_path / "secrets.key")},
             "databases": [
                 {"id": "main", "name": "Main DB", "host": "db1", "log": {"path": str(tmp_path / "logs/*.log")}},
                 {"id": "other", "name": "other", "host": "db2", "log": {"path": str(tmp_path / "none/*.log")}},

@@ -29,6 +29,7 @@ class LiveDaemon:
             {
                 "server": {"host": "127.0.0.1", "port": 0},
                 "store": {"path": str(tmp / "store.db")},
+                "security": {"secrets_key_file": str(tmp / "secrets.key")},
                 "databases": [{"id": "main", "name": "main", "log": {"path": str(tmp / "*.log")}}],
             }
         )

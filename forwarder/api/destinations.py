@@ -1,0 +1,246 @@
+"""Log destinations (SPEC 4.1 rows 5-9): list, create, change, delete, test. Choices: docs/api.md."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any, Final
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
+
+from forwarder.api.auth import PRINCIPAL
+from forwarder.api.context import CONTEXT, ApiContext, Destinations
+from forwarder.api.errors import ApiError, bad_body, json_response
+from forwarder.api.logs import read_json_object, validation_error
+from forwarder.model import KINDS, expand_kinds, format_time
+from forwarder.sinks import SINK_TYPES
+from forwarder.store.destinations import DeliveryState, Destination, LineFilter
+
+routes = web.RouteTableDef()
+
+ID_PREFIX: Final = "dst_"
+SECRET_PREFIX: Final = "whsec_"  # noqa: S105 - a prefix, the secret is random
+
+
+class FilterBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kinds: list[str] = Field(default_factory=list, max_length=32)
+    database_ids: list[str] = Field(default_factory=list, max_length=256)
+
+
+class CreateBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: str
+    name: str = Field(min_length=1, max_length=200)
+    config: dict[str, Any] = Field(default_factory=dict)
+    filter: FilterBody = Field(default_factory=FilterBody)
+    secret: str | None = Field(default=None, min_length=1, max_length=4096)
+    enabled: StrictBool = True
+
+
+class PatchBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    enabled: StrictBool | None = None
+    config: dict[str, Any] | None = None
+    filter: FilterBody | None = None
+    secret: str | None = Field(default=None, min_length=1, max_length=4096)
+
+
+def _control(ctx: ApiContext) -> Destinations:
+    if ctx.destinations is None:
+        raise ApiError(503, "unavailable", "delivery is not running")
+    return ctx.destinations
+
+
+def _time(seconds: float | None) -> str | None:
+    return format_time(int(seconds * 1_000_000)) if seconds is not None else None
+
+
+async def view(ctx: ApiContext, dest: Destination, stored: DeliveryState) -> dict[str, Any]:
+    """A destination as the API shows it: never its secret."""
+    state = (ctx.destinations.state(dest.id) if ctx.destinations else None) or stored
+    count, oldest_us = await ctx.store.lag(state.cursor)
+    now = ctx.clock.now()
+    return {
+        "id": dest.id,
+        "type": dest.type,
+        "name": dest.name,
+        "enabled": dest.enabled,
+        "config": dest.config,
+        "filter": dest.filter.to_json(),
+        "has_secret": dest.sealed_secret is not None,
+        "created_at": _time(dest.created_at),
+        "updated_at": _time(dest.updated_at),
+        "delivery": {
+            "cursor": str(state.cursor),
+            "lag_lines": count,
+            "oldest_undelivered_age_seconds": round(max(0.0, now - oldest_us / 1e6), 3) if oldest_us else 0,
+            "in_flight_lines": len(state.inflight_lines or ()),
+            "attempts": state.attempts,
+            "next_attempt_at": _time(state.next_attempt_at),
+            "last_error": state.last_error,
+            "last_error_at": _time(state.last_error_at),
+            "last_success_at": _time(state.last_success_at),
+            # Counters from the store: retention adds to them beside the loop.
+            "sent_lines": stored.sent_lines,
+            "dropped_lines": stored.dropped_lines,
+        },
+    }
+
+
+async def _body(request: web.Request, model: type[BaseModel]) -> Any:
+    data = await read_json_object(request)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise validation_error(exc) from None
+
+
+def _config(kind: str, config: dict[str, Any]) -> dict[str, Any]:
+    try:
+        model = SINK_TYPES[kind].config.model_validate(config)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False, include_input=False)[0]
+        name = ".".join(["config", *(str(p) for p in err["loc"])])
+        raise bad_body(
+            name, "unknown field" if err["type"] == "extra_forbid" or err["type"] == "extra_forbidden" else err["msg"]
+        ) from None
+    return model.model_dump(mode="json", exclude_none=True)
+
+
+def _filter(ctx: ApiContext, body: FilterBody) -> LineFilter:
+    try:
+        expand_kinds(body.kinds)
+    except ValueError as exc:
+        raise bad_body("filter.kinds", f"{exc}; use {', '.join(KINDS)}, errors, locks or maintenance") from None
+    known = {d.config.id for d in ctx.databases.all()}
+    for db_id in body.database_ids:
+        if db_id not in known:
+            raise bad_body("filter.database_ids", f"no database with id {db_id!r}")
+    return LineFilter(tuple(dict.fromkeys(body.kinds)), tuple(dict.fromkeys(body.database_ids)))
+
+
+async def _check_address(control: Destinations, kind: str, config: dict[str, Any]) -> None:
+    field = SINK_TYPES[kind].url_field
+    if field and field in config:
+        problem = await control.check_url(str(config[field]))
+        if problem:
+            raise bad_body(f"config.{field}", problem)
+
+
+async def _found(ctx: ApiContext, dest_id: str) -> tuple[Destination, DeliveryState]:
+    found = await ctx.store.destination(dest_id)
+    if found is None:
+        raise ApiError(404, "not_found", f"no destination {dest_id!r}")
+    return found
+
+
+@routes.get("/v1/log-destinations")
+async def list_destinations(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
+    return json_response({"destinations": [await view(ctx, d, s) for d, s in await ctx.store.destinations()]})
+
+
+@routes.post("/v1/log-destinations")
+async def create_destination(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
+    control = _control(ctx)
+    body: CreateBody = await _body(request, CreateBody)
+    kind = SINK_TYPES.get(body.type)
+    if kind is None:
+        raise bad_body("type", f"must be one of {', '.join(sorted(SINK_TYPES))}")
+    config = _config(body.type, body.config)
+    line_filter = _filter(ctx, body.filter)
+    await _check_address(control, body.type, config)
+    secret = body.secret
+    if secret is None and kind.secret_generated:
+        secret = SECRET_PREFIX + secrets.token_urlsafe(32)  # 32 random bytes
+    if secret is None and kind.secret_required:
+        raise bad_body("secret", f"a {body.type} destination needs its credential in `secret`")
+    dest_id = ID_PREFIX + secrets.token_hex(8)
+    now = ctx.clock.now()
+    dest = Destination(
+        id=dest_id,
+        type=body.type,
+        name=body.name,
+        enabled=body.enabled,
+        config=config,
+        filter=line_filter,
+        sealed_secret=control.seal_secret(secret, dest_id) if secret is not None else None,
+        created_at=now,
+        updated_at=now,
+    )
+    principal = request[PRINCIPAL]
+    state = await ctx.store.add_destination(dest, org=principal.org, actor=principal.actor)
+    await control.apply(dest_id)
+    out = await view(ctx, dest, state)
+    if kind.secret_generated:
+        out["secret"] = secret  # shown this once (SPEC 2.6)
+    return json_response(out, status=201)
+
+
+@routes.get("/v1/log-destinations/{id}")
+async def get_destination(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
+    return json_response(await view(ctx, *await _found(ctx, request.match_info["id"])))
+
+
+@routes.patch("/v1/log-destinations/{id}")
+async def change_destination(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
+    control = _control(ctx)
+    dest, _ = await _found(ctx, request.match_info["id"])
+    body: PatchBody = await _body(request, PatchBody)
+    given = sorted(body.model_fields_set)
+    if not given:
+        raise bad_body("", "give at least one of `name`, `enabled`, `config`, `filter`, `secret`")
+    changes: dict[str, Any] = {"updated_at": ctx.clock.now()}
+    if body.name is not None:
+        changes["name"] = body.name
+    if body.enabled is not None:
+        changes["enabled"] = body.enabled
+    if body.config is not None:
+        # `config` is replaced whole (its keys are few and depend on each other).
+        changes["config"] = _config(dest.type, body.config)
+        await _check_address(control, dest.type, changes["config"])
+    if body.filter is not None:
+        changes["filter"] = _filter(ctx, body.filter)
+    if "secret" in body.model_fields_set:
+        if body.secret is None:
+            raise bad_body("secret", "cannot be removed; give a new one")
+        changes["secret"] = control.seal_secret(body.secret, dest.id)
+    new = Destination(
+        id=dest.id,
+        type=dest.type,
+        name=changes.get("name", dest.name),
+        enabled=changes.get("enabled", dest.enabled),
+        config=changes.get("config", dest.config),
+        filter=changes.get("filter", dest.filter),
+        sealed_secret=changes.get("secret", dest.sealed_secret),
+        created_at=dest.created_at,
+        updated_at=changes["updated_at"],
+    )
+    principal = request[PRINCIPAL]
+    await ctx.store.change_destination(new, org=principal.org, actor=principal.actor, fields=given)
+    await control.apply(dest.id)
+    return json_response(await view(ctx, *await _found(ctx, dest.id)))
+
+
+@routes.delete("/v1/log-destinations/{id}")
+async def delete_destination(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
+    control = _control(ctx)
+    dest, _ = await _found(ctx, request.match_info["id"])
+    principal = request[PRINCIPAL]
+    await control.remove(dest)
+    await ctx.store.remove_destination(dest.id, org=principal.org, actor=principal.actor)
+    return web.Response(status=204)
+
+
+@routes.post("/v1/log-destinations/{id}/test")
+async def test_destination(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
+    dest, _ = await _found(ctx, request.match_info["id"])
+    ok, error = await _control(ctx).test(dest)
+    return json_response({"ok": True} if ok else {"ok": False, "error": error})

@@ -1,0 +1,224 @@
+"""One destination's delivery loop: cursor -> filter -> batch -> encode -> send -> outcome -> commit.
+
+    +-> next batch after the cursor (filtered, within the sink's limits)
+    |     none stored yet: wait for the store's notify
+    |   persist it as IN FLIGHT (delivery_id + line ids)      <- survives a crash
+    |   wait until next_attempt_at (backoff)
+    |   encode -> send each request (clock-bounded timeout) -> classify
+    |   commit in ONE transaction:
+    |     delivered: cursor = upto, batch cleared, attempts = 0
+    |     retry:     attempts + 1, next_attempt_at = now + wait, the batch stays (maybe narrowed)
+    |     rejected:  counted as dropped, cursor = upto
+    +---------------------------------------------------------+
+
+Each destination has its own loop, cursor and backoff, so a dead receiver never delays another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Callable
+from dataclasses import replace
+
+from forwarder import metrics
+from forwarder.clock import Clock, with_timeout
+from forwarder.delivery.backoff import retry_wait
+from forwarder.sinks.base import DELIVERED, Outcome, OutcomeStatus, OutLine, Request, Response, Sink
+from forwarder.store import Store
+from forwarder.store.destinations import DeliveryState, Destination
+
+log = logging.getLogger(__name__)
+
+DELIVERY_ID_PREFIX = "dlv_"
+LAG_REFRESH_SECONDS = 1.0
+
+
+def new_delivery_id() -> str:
+    """`dlv_` and an opaque token (SPEC 2.2)."""
+    return DELIVERY_ID_PREFIX + secrets.token_urlsafe(16)
+
+
+def combine(outcomes: list[tuple[Request, Outcome]]) -> Outcome:
+    """The batch's outcome from its requests'. Every line ends up sent, rejected or to retry.
+
+    A `rejected` outcome without `rejected_ids` rejects all of its request's lines.
+    """
+    retry_ids: list[int] = []
+    rejected: list[int] = []
+    retry_after: float | None = None
+    failures: list[Outcome] = []
+    for request, o in outcomes:
+        rejected += (o.rejected_ids or request.line_ids) if o.status == "rejected" else o.rejected_ids
+        if o.status == "retry":
+            retry_ids += o.retry_ids if o.retry_ids is not None else request.line_ids
+            if o.retry_after:
+                retry_after = max(retry_after or 0.0, o.retry_after)
+        if o.status != "delivered" or o.rejected_ids:
+            failures.append(o)
+    if not failures:
+        return DELIVERED
+    first = failures[0]
+    total = sum(len(request.line_ids) for request, _ in outcomes)
+    status: OutcomeStatus = "retry" if retry_ids else ("rejected" if len(rejected) >= total else "delivered")
+    return Outcome(status, first.reason, first.failure, retry_after, tuple(retry_ids) or None, tuple(rejected))
+
+
+async def exchange(sink: Sink, clock: Clock, request: Request) -> tuple[Outcome, float]:
+    """Send one request within the sink's timeout (on `clock`) and judge it; (outcome, seconds taken)."""
+    started = clock.monotonic()
+    response: Response | None = None
+    error: BaseException | None = None
+    try:
+        response = await with_timeout(clock, sink.send(request), sink.timeout_seconds)
+        response = replace(response, received_at=clock.now())
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # judged by the sink's classify
+        error = exc
+    return sink.classify(request, response, error), clock.monotonic() - started
+
+
+class Deliverer:
+    """Delivers one destination's lines; `run()` until cancelled."""
+
+    def __init__(
+        self,
+        dest: Destination,
+        state: DeliveryState,
+        sink: Sink,
+        store: Store,
+        clock: Clock,
+        match: Callable[[int, int], bool],
+    ) -> None:
+        self.dest = dest
+        self.state = state
+        self.sink = sink
+        self._store = store
+        self._clock = clock
+        self._match = match
+        self._labels = (dest.id, dest.type)
+        self._lag_at = -1e18
+
+    async def run(self) -> None:
+        while True:
+            await self.step()
+
+    async def step(self) -> None:
+        """One batch: read (or reload the one in flight), wait out the backoff, send, commit."""
+        s = self.state
+        if s.inflight_lines is None:
+            limits = self.sink.limits
+            batch = await self._store.next_batch(s.cursor, self._match, limits.max_lines, limits.max_bytes)
+            if batch is None:
+                await self._refresh_lag(force=True)
+                await self._store.wait_for_lines(s.cursor, 1.0)
+                return
+            if not batch.ids:  # everything after the cursor was filtered out
+                await self._save(replace(s, cursor=batch.upto))
+                return
+            await self._save(
+                replace(s, inflight_id=new_delivery_id(), inflight_lines=tuple(batch.ids), inflight_upto=batch.upto)
+            )
+            lines = [OutLine(i, d) for i, d in zip(batch.ids, batch.docs, strict=True)]
+        else:
+            # Wait out the backoff first: what the batch still holds is known only afterwards.
+            wait = (s.next_attempt_at or 0.0) - self._clock.now()
+            if wait > 0:
+                await self._refresh_lag(force=True)
+                await self._clock.sleep(wait)
+            found = await self._store.docs_by_ids(s.inflight_lines)
+            gone = len(s.inflight_lines) - len(found)
+            if gone:  # retention deleted lines of the batch before they could be delivered
+                metrics.LINES_DROPPED.labels(*self._labels, "retention").inc(gone)
+                s = replace(
+                    s,
+                    inflight_lines=tuple(i for i in s.inflight_lines if i in found),
+                    dropped_lines=s.dropped_lines + gone,
+                )
+                await self._save(s)
+            if not s.inflight_lines:
+                await self._save(self._settled(s))
+                return
+            lines = [OutLine(i, found[i]) for i in s.inflight_lines]
+        await self._refresh_lag()
+        outcome = await self.attempt(lines, self.state.inflight_id or new_delivery_id())
+        await self._commit(outcome, len(lines))
+
+    async def attempt(self, lines: list[OutLine], delivery_id: str) -> Outcome:
+        """Encode and send `lines` once; the combined outcome of their requests."""
+        results: list[tuple[Request, Outcome]] = []
+        for request in self.sink.encode(lines, delivery_id, self._clock.now()):
+            outcome, seconds = await exchange(self.sink, self._clock, request)
+            metrics.REQUEST_DURATION.labels(*self._labels).observe(seconds)
+            if outcome.status == "delivered":
+                metrics.BYTES_SENT.labels(*self._labels).inc(len(request.body))
+            results.append((request, outcome))
+        return combine(results)
+
+    async def _commit(self, outcome: Outcome, n_lines: int) -> None:
+        s = self.state
+        now = self._clock.now()
+        retry_ids = (outcome.retry_ids or s.inflight_lines or ()) if outcome.status == "retry" else ()
+        rejected = len(outcome.rejected_ids)
+        sent = max(0, n_lines - rejected - len(retry_ids))
+        if sent:
+            metrics.LINES_SENT.labels(*self._labels).inc(sent)
+        if rejected:
+            metrics.LINES_DROPPED.labels(*self._labels, "rejected").inc(rejected)
+        s = replace(s, sent_lines=s.sent_lines + sent, dropped_lines=s.dropped_lines + rejected)
+        if outcome.status != "delivered" or rejected:
+            metrics.FAILURES.labels(*self._labels, outcome.failure or "error").inc()
+            s = replace(s, last_error=outcome.reason, last_error_at=now)
+        if outcome.status == "retry":
+            attempts = s.attempts + 1
+            wait = retry_wait(attempts, outcome.retry_after)
+            await self._save(replace(s, inflight_lines=tuple(retry_ids), attempts=attempts, next_attempt_at=now + wait))
+            if attempts == 1 or attempts % 10 == 0:
+                log.warning(
+                    "delivery failed; will retry",
+                    extra={
+                        "destination_id": self.dest.id,
+                        "attempts": attempts,
+                        "error": outcome.reason,
+                        "retry_in_seconds": wait,
+                    },
+                )
+            return
+        if rejected:
+            log.warning(
+                "destination refused lines for good",
+                extra={"destination_id": self.dest.id, "lines": rejected, "error": outcome.reason},
+            )
+        settled = self._settled(s)
+        await self._save(replace(settled, last_success_at=now) if sent else settled)
+
+    @staticmethod
+    def _settled(s: DeliveryState) -> DeliveryState:
+        """The batch is accounted for: the cursor moves past it and the backoff resets."""
+        return replace(
+            s,
+            cursor=max(s.cursor, s.inflight_upto or s.cursor),
+            inflight_id=None,
+            inflight_lines=None,
+            inflight_upto=None,
+            attempts=0,
+            next_attempt_at=None,
+        )
+
+    async def _save(self, state: DeliveryState) -> None:
+        sent = state.sent_lines - self.state.sent_lines
+        dropped = state.dropped_lines - self.state.dropped_lines
+        await self._store.save_delivery_state(self.dest.id, state, sent, dropped)
+        self.state = state
+
+    async def _refresh_lag(self, *, force: bool = False) -> None:
+        now = self._clock.monotonic()
+        if not force and now - self._lag_at < LAG_REFRESH_SECONDS:
+            return
+        self._lag_at = now
+        count, oldest_us = await self._store.lag(self.state.cursor)
+        metrics.LAG_LINES.labels(*self._labels).set(count)
+        age = max(0.0, self._clock.now() - oldest_us / 1_000_000) if oldest_us is not None else 0.0
+        metrics.OLDEST_UNDELIVERED_AGE.labels(*self._labels).set(age)

@@ -1,0 +1,162 @@
+"""Runs one Deliverer per enabled destination and applies API changes without a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import socket
+from collections.abc import Sequence
+
+import aiohttp
+
+from forwarder import metrics
+from forwarder.clock import Clock, with_timeout
+from forwarder.delivery.deliverer import Deliverer, combine, exchange, new_delivery_id
+from forwarder.delivery.netguard import (
+    DnsResolver,
+    Refused,
+    Resolver,
+    guarded_session,
+    parse_destination_url,
+    resolve_checked,
+)
+from forwarder.model import LogLine
+from forwarder.secrets import SecretBox
+from forwarder.sinks import build_sink
+from forwarder.sinks._http import HttpSender
+from forwarder.sinks.base import Outcome, OutLine, Sink
+from forwarder.store import Store
+from forwarder.store.destinations import DeliveryState, Destination
+from forwarder.store.lines import Identity, encode_doc, splice_id
+
+log = logging.getLogger(__name__)
+
+TEST_TIMEOUT_SECONDS = 20.0
+TEST_LINE_ID = 0  # stored lines start at 1: id "0" marks the test line
+
+
+class DeliveryManager:
+    """Owns the outbound HTTP session (through the network guard) and the delivery tasks."""
+
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        box: SecretBox,
+        allowed_networks: Sequence[ipaddress.IPv4Network | ipaddress.IPv6Network] = (),
+        resolver: Resolver | None = None,
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._box = box
+        self.allowed_networks = tuple(allowed_networks)
+        self.resolver: Resolver = resolver or DnsResolver()
+        self._session: aiohttp.ClientSession | None = None
+        self._running: dict[str, tuple[Deliverer, asyncio.Task[None]]] = {}
+        self._codes: dict[str, int] = {}
+
+    async def start(self) -> None:
+        self._session = guarded_session(self.allowed_networks, self.resolver, timeout_seconds=TEST_TIMEOUT_SECONDS)
+        self._codes = await self._store.database_codes()
+        for dest, state in await self._store.destinations():
+            if dest.enabled:
+                self._start(dest, state)
+
+    async def check_url(self, url: str) -> str | None:
+        """Why a receiver URL is refused (not http(s), or not a public address), or None."""
+        try:
+            target = parse_destination_url(url)
+            await resolve_checked(target.host, target.port, self.resolver, self.allowed_networks)
+        except Refused as exc:
+            return exc.reason
+        return None
+
+    def open_secret(self, dest: Destination) -> str | None:
+        return self._box.open(dest.sealed_secret, dest.id) if dest.sealed_secret else None
+
+    def seal_secret(self, secret: str, dest_id: str) -> bytes:
+        return self._box.seal(secret, dest_id)
+
+    def _sink(self, dest: Destination) -> Sink:
+        assert self._session is not None, "start() first"
+        return build_sink(dest.type, dest.config, self.open_secret(dest), HttpSender(self._session))
+
+    def _start(self, dest: Destination, state: DeliveryState) -> None:
+        deliverer = Deliverer(dest, state, self._sink(dest), self._store, self._clock, dest.filter.matcher(self._codes))
+        task = asyncio.create_task(self._run(deliverer), name=f"deliver:{dest.id}")
+        self._running[dest.id] = (deliverer, task)
+
+    async def _run(self, deliverer: Deliverer) -> None:
+        while True:
+            try:
+                await deliverer.run()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a bug must not end this destination's deliveries for good
+                log.exception("delivery loop failed; restarting it", extra={"destination_id": deliverer.dest.id})
+                await self._clock.sleep(5)
+
+    async def _stop(self, dest_id: str) -> None:
+        running = self._running.pop(dest_id, None)
+        if running is None:
+            return
+        deliverer, task = running
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await deliverer.sink.aclose()
+
+    def state(self, dest_id: str) -> DeliveryState | None:
+        """The running loop's state (fresher than the store's between commits)."""
+        running = self._running.get(dest_id)
+        return running[0].state if running else None
+
+    async def apply(self, dest_id: str) -> None:
+        """Take a created or changed destination: restart its loop from its stored state."""
+        await self._stop(dest_id)
+        self._codes = await self._store.database_codes()
+        found = await self._store.destination(dest_id)
+        if found is not None and found[0].enabled:
+            self._start(*found)
+
+    async def remove(self, dest: Destination) -> None:
+        await self._stop(dest.id)
+        metrics.forget_destination(dest.id, dest.type)
+
+    async def test(self, dest: Destination) -> tuple[bool, str | None]:
+        """Send one line marked as a test; (True, None) or (False, the error shown to the caller)."""
+        sink = self._sink(dest)
+        now = self._clock.now()
+        line = LogLine(
+            time_us=int(now * 1_000_000),
+            severity="LOG",
+            kind="other",
+            message=f"forwarder test line for destination {dest.name!r}: delivery works",
+        )
+        identity = Identity(code=0, database_id="", database_name="", host=socket.gethostname())
+        doc = splice_id(TEST_LINE_ID, encode_doc(identity, line))
+
+        async def _send() -> Outcome:
+            results = []
+            for request in sink.encode([OutLine(TEST_LINE_ID, doc)], new_delivery_id(), self._clock.now()):
+                results.append((request, (await exchange(sink, self._clock, request))[0]))
+            return combine(results)
+
+        try:
+            outcome = await with_timeout(self._clock, _send(), TEST_TIMEOUT_SECONDS)
+        except TimeoutError:
+            return False, f"no answer within {TEST_TIMEOUT_SECONDS:g} s"
+        finally:
+            await sink.aclose()
+        if outcome.status == "delivered" and not outcome.rejected_ids:
+            return True, None
+        return False, outcome.reason
+
+    async def aclose(self) -> None:
+        for dest_id in list(self._running):
+            await self._stop(dest_id)
+        if self._session is not None:
+            await self._session.close()
+            self._session = None

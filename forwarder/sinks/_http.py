@@ -1,0 +1,74 @@
+"""HTTP handling shared by every HTTP kind: sending without redirects, judging statuses, Retry-After."""
+
+from __future__ import annotations
+
+import email.utils
+from collections.abc import Mapping
+
+import aiohttp
+
+from forwarder.sinks.base import DELIVERED, AddressRefused, Outcome, Request, Response
+
+MAX_ERROR_BODY = 4096
+USER_AGENT = "forwarder/0.1 (+PostgreSQL log forwarder)"
+
+
+class HttpSender:
+    """Sends requests through a session the delivery layer built (the network guard lives there)."""
+
+    def __init__(self, session: aiohttp.ClientSession) -> None:
+        self._session = session
+
+    async def send(self, request: Request) -> Response:
+        headers = {"User-Agent": USER_AGENT, **dict(request.headers)}
+        # Redirects are never followed (SPEC 6.1): a 3xx is a failure, and its target could be an
+        # address the network guard would refuse.
+        async with self._session.request(
+            request.method, request.url, data=request.body, headers=headers, allow_redirects=False
+        ) as resp:
+            body = await resp.content.read(MAX_ERROR_BODY) if resp.status >= 300 else b""
+            return Response(resp.status, dict(resp.headers), body)
+
+
+def retry_after_seconds(headers: Mapping[str, str], now: float) -> float | None:
+    """Retry-After as seconds from now: delta-seconds or an HTTP-date (RFC 9110 section 10.2.3)."""
+    value = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - now)
+
+
+def error_outcome(error: BaseException) -> Outcome:
+    """A request that got no answer. Texts name the failure, never the URL (it may carry a token)."""
+    if isinstance(error, TimeoutError):
+        return Outcome("retry", f"no answer: {error}", "timeout")
+    if isinstance(error, AddressRefused):
+        return Outcome("retry", f"address refused: {error.reason}", "refused_address")
+    if isinstance(error, aiohttp.ClientSSLError | aiohttp.ServerFingerprintMismatch):
+        return Outcome("retry", f"TLS failed: {type(error).__name__}", "tls")
+    if isinstance(error, aiohttp.ClientConnectorError):
+        cause = error.os_error.strerror or type(error.os_error).__name__
+        return Outcome("retry", f"cannot connect: {cause}", "connect")
+    if isinstance(error, aiohttp.ClientError | OSError):
+        return Outcome("retry", f"connection failed: {type(error).__name__}", "connect")
+    return Outcome("retry", f"failed: {type(error).__name__}", "error")
+
+
+def classify_status(response: Response) -> Outcome:
+    """2xx delivered; 3xx, 4xx and 5xx are failures to retry (with Retry-After honoured)."""
+    status = response.status
+    if 200 <= status < 300:
+        return DELIVERED
+    if 300 <= status < 400:
+        return Outcome("retry", f"HTTP {status}: redirects are not followed", "redirect")
+    detail = response.body[:200].decode("utf-8", "replace").strip()
+    reason = f"HTTP {status}" + (f": {detail}" if detail else "")
+    retry_after = retry_after_seconds(response.headers, response.received_at)
+    return Outcome("retry", reason, f"http_{status // 100}xx", retry_after)

@@ -1,0 +1,114 @@
+"""The one seam every destination kind fills (DESIGN section 4).
+
+A sink turns lines into requests (`encode`, pure), sends one request (`send`, I/O only) and
+judges what came back (`classify`, pure). Retries, backoff, cursors, metrics and the error shown
+on the destination live in `delivery/`, once for every kind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, Protocol
+
+import orjson
+
+
+class AddressRefused(Exception):
+    """A destination address the network guard will not connect to (raised by delivery/netguard.py).
+
+    Defined here so sinks can recognise it without importing the delivery layer.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class BatchLimits:
+    """At most this many lines and encoded bytes (before compression) per batch."""
+
+    max_lines: int
+    max_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class OutLine:
+    """A stored line on its way out: its id and SPEC 2.1 document (id spliced in, serialized once)."""
+
+    id: int
+    doc: bytes
+
+    def fields(self) -> dict[str, Any]:
+        """The document as a dict, for kinds that reshape it."""
+        result: dict[str, Any] = orjson.loads(self.doc)
+        return result
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One request (or one write, for stream kinds) carrying `line_ids`."""
+
+    line_ids: tuple[int, ...]
+    body: bytes
+    method: str = "POST"
+    url: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """What the receiver answered (the body is cut to a few KiB: enough for an error text)."""
+
+    status: int
+    headers: Mapping[str, str]
+    body: bytes = b""
+    received_at: float = 0.0  # unix seconds, stamped by the delivery loop from its clock
+
+
+OutcomeStatus = Literal["delivered", "retry", "rejected"]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How one request went.
+
+    `retry_ids` narrows a retry to some lines (a partial failure); `rejected_ids` are lines the
+    receiver will never accept (counted as dropped). `failure` is the metric reason label;
+    `reason` the text shown on the destination (never a secret).
+    """
+
+    status: OutcomeStatus
+    reason: str = ""
+    failure: str = ""
+    retry_after: float | None = None
+    retry_ids: tuple[int, ...] | None = None
+    rejected_ids: tuple[int, ...] = ()
+
+
+DELIVERED = Outcome("delivered")
+
+
+class Sink(Protocol):
+    """A destination kind."""
+
+    kind: ClassVar[str]  # == the API's `type`
+    limits: BatchLimits
+    timeout_seconds: float  # a request with no answer by then is a failure (connect and TLS included)
+
+    def encode(self, lines: Sequence[OutLine], delivery_id: str, now: float) -> list[Request]:
+        """Requests carrying `lines`; pure. `now` (unix seconds) dates the attempt (signatures, sent_at)."""
+        ...
+
+    async def send(self, request: Request) -> Response:
+        """Send one request; raises on a connection failure. I/O only."""
+        ...
+
+    def classify(self, request: Request, response: Response | None, error: BaseException | None) -> Outcome:
+        """Judge an answer (or the error instead of one); pure."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections."""
+        ...
