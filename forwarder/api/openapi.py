@@ -6,6 +6,7 @@ from functools import cache
 from typing import Any
 
 from forwarder.model import KINDS
+from forwarder.sinks import SINK_TYPES
 
 _STR_OR_NULL = {"type": ["string", "null"]}
 _TIME = {"type": "string", "format": "date-time"}
@@ -89,6 +90,33 @@ _LINE = {
         "pid": {"type": ["integer", "null"]},
         "duration_ms": {"type": ["number", "null"]},
         "redacted": {"type": "boolean"},
+    },
+}
+
+_DEST_PARAM = {
+    "name": "id",
+    "in": "path",
+    "required": True,
+    "description": "The destination's id.",
+    "schema": {"type": "string"},
+}
+
+_FILTER = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "kinds": {
+            "type": "array",
+            "maxItems": 32,
+            "items": {"type": "string", "enum": [*KINDS, "errors", "locks", "maintenance"]},
+            "description": "Kinds or aliases; empty means every kind.",
+        },
+        "database_ids": {
+            "type": "array",
+            "maxItems": 256,
+            "items": {"type": "string"},
+            "description": "Database ids; empty means every database.",
+        },
     },
 }
 
@@ -240,6 +268,102 @@ def openapi_document() -> dict[str, Any]:
                     },
                 }
             },
+            "/v1/log-destinations": {
+                "get": {
+                    "operationId": "listLogDestinations",
+                    "summary": "Destinations with their delivery state",
+                    "responses": {
+                        "200": _json(
+                            {
+                                "type": "object",
+                                "required": ["destinations"],
+                                "properties": {"destinations": {"type": "array", "items": _ref("Destination")}},
+                            },
+                            "Every destination.",
+                        ),
+                        **_errors(400, 401),
+                    },
+                },
+                "post": {
+                    "operationId": "createLogDestination",
+                    "summary": "Add a destination; it receives lines stored from now on",
+                    "requestBody": {
+                        "required": True,
+                        "content": {"application/json": {"schema": _ref("DestinationCreate")}},
+                    },
+                    "responses": {
+                        "201": _json(
+                            {
+                                "allOf": [_ref("Destination")],
+                                "properties": {
+                                    "secret": {
+                                        "type": "string",
+                                        "description": "The webhook's signing secret, shown once.",
+                                    }
+                                },
+                            },
+                            "The new destination.",
+                        ),
+                        **_errors(400, 401, 403, 415),
+                    },
+                },
+            },
+            "/v1/log-destinations/{id}": {
+                "parameters": [_DEST_PARAM],
+                "get": {
+                    "operationId": "getLogDestination",
+                    "summary": "One destination",
+                    "responses": {"200": _json(_ref("Destination"), "The destination."), **_errors(401, 404)},
+                },
+                "patch": {
+                    "operationId": "updateLogDestination",
+                    "summary": "Change a destination; applies at once, its cursor is kept",
+                    "requestBody": {
+                        "required": True,
+                        "content": {"application/json": {"schema": _ref("DestinationPatch")}},
+                    },
+                    "responses": {
+                        "200": _json(_ref("Destination"), "The destination now."),
+                        **_errors(400, 401, 403, 404, 415),
+                    },
+                },
+                "delete": {
+                    "operationId": "deleteLogDestination",
+                    "summary": "Remove a destination",
+                    "responses": {"204": {"description": "Removed."}, **_errors(401, 403, 404)},
+                },
+            },
+            "/v1/log-destinations/{id}/test": {
+                "parameters": [_DEST_PARAM],
+                "post": {
+                    "operationId": "testLogDestination",
+                    "summary": 'Send one line marked as a test (id "0"); answers within 20 s',
+                    "responses": {
+                        "200": _json(
+                            {
+                                "type": "object",
+                                "required": ["ok"],
+                                "properties": {"ok": {"type": "boolean"}, "error": {"type": "string"}},
+                            },
+                            "Whether the destination accepted it, and its error if not.",
+                        ),
+                        **_errors(401, 403, 404),
+                    },
+                },
+            },
+            "/metrics": {
+                "get": {
+                    "operationId": "metrics",
+                    "security": [],
+                    "summary": "Prometheus metrics",
+                    "responses": {
+                        "200": {
+                            "description": "Text exposition format.",
+                            "content": {"text/plain": {"schema": {"type": "string"}}},
+                        }
+                    },
+                }
+            },
             "/healthz": {
                 "get": {
                     "operationId": "healthz",
@@ -264,6 +388,87 @@ def openapi_document() -> dict[str, Any]:
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "An API key."}},
             "schemas": {
                 "LogLine": _LINE,
+                "DestinationFilter": _FILTER,
+                "DestinationCreate": {
+                    "type": "object",
+                    "required": ["type", "name"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "type": {"type": "string", "enum": sorted(SINK_TYPES)},
+                        "name": {"type": "string", "minLength": 1, "maxLength": 200},
+                        "config": {"type": "object", "description": "Settings of the kind (docs/destinations.md)."},
+                        "filter": _ref("DestinationFilter"),
+                        "secret": {"type": "string", "minLength": 1, "maxLength": 4096, "writeOnly": True},
+                        "enabled": {"type": "boolean", "default": True},
+                    },
+                },
+                "DestinationPatch": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "minProperties": 1,
+                    "properties": {
+                        "name": {"type": "string", "minLength": 1, "maxLength": 200},
+                        "enabled": {"type": "boolean"},
+                        "config": {"type": "object"},
+                        "filter": _ref("DestinationFilter"),
+                        "secret": {"type": "string", "minLength": 1, "maxLength": 4096, "writeOnly": True},
+                    },
+                },
+                "Destination": {
+                    "type": "object",
+                    "required": [
+                        "id",
+                        "type",
+                        "name",
+                        "enabled",
+                        "config",
+                        "filter",
+                        "has_secret",
+                        "created_at",
+                        "updated_at",
+                        "delivery",
+                    ],
+                    "properties": {
+                        "id": {"type": "string"},
+                        "type": {"type": "string"},
+                        "name": {"type": "string"},
+                        "enabled": {"type": "boolean"},
+                        "config": {"type": "object"},
+                        "filter": _ref("DestinationFilter"),
+                        "has_secret": {"type": "boolean"},
+                        "created_at": _TIME,
+                        "updated_at": _TIME,
+                        "delivery": {
+                            "type": "object",
+                            "required": [
+                                "cursor",
+                                "lag_lines",
+                                "oldest_undelivered_age_seconds",
+                                "in_flight_lines",
+                                "attempts",
+                                "next_attempt_at",
+                                "last_error",
+                                "last_error_at",
+                                "last_success_at",
+                                "sent_lines",
+                                "dropped_lines",
+                            ],
+                            "properties": {
+                                "cursor": {"type": "string", "pattern": "^[0-9]+$"},
+                                "lag_lines": {"type": "integer", "minimum": 0},
+                                "oldest_undelivered_age_seconds": {"type": "number", "minimum": 0},
+                                "in_flight_lines": {"type": "integer", "minimum": 0},
+                                "attempts": {"type": "integer", "minimum": 0},
+                                "next_attempt_at": {"type": ["string", "null"], "format": "date-time"},
+                                "last_error": _STR_OR_NULL,
+                                "last_error_at": {"type": ["string", "null"], "format": "date-time"},
+                                "last_success_at": {"type": ["string", "null"], "format": "date-time"},
+                                "sent_lines": {"type": "integer", "minimum": 0},
+                                "dropped_lines": {"type": "integer", "minimum": 0},
+                            },
+                        },
+                    },
+                },
                 "LogSettings": _SETTINGS,
                 "Database": {
                     "type": "object",

@@ -12,6 +12,7 @@ import pytest
 from forwarder.app import Daemon
 from forwarder.clock import FakeClock
 from forwarder.config import config_from_dict
+from forwarder.delivery.netguard import StaticResolver
 
 T0_S = 1_800_000_000
 
@@ -38,7 +39,10 @@ async def api(tmp_path: Path) -> AsyncIterator[Api]:
         {
             "server": {"host": "127.0.0.1", "port": 0},
             "store": {"path": str(tmp_path / "store.db")},
-            "security": {"secrets_key_file": str(tmp_path / "secrets.key")},
+            "security": {
+                "secrets_key_file": str(tmp_path / "secrets.key"),
+                "allowed_destination_networks": ["127.0.0.0/8"],
+            },
             "databases": [
                 {"id": "main", "name": "Main DB", "host": "db1", "log": {"path": str(tmp_path / "logs/*.log")}},
                 {"id": "other", "name": "other", "host": "db2", "log": {"path": str(tmp_path / "none/*.log")}},
@@ -46,7 +50,12 @@ async def api(tmp_path: Path) -> AsyncIterator[Api]:
         }
     )
     clock = FakeClock(start=T0_S + 3600)
-    daemon = Daemon(config, clock=clock)
+    # No real DNS in tests: hook.test is a closed loopback port; public.test a public address that
+    # nothing is ever sent to (no lines are stored for it in these tests).
+    resolver = StaticResolver(
+        {"hook.test": ["127.0.0.1"], "public.test": ["93.184.215.14"], "private.test": ["93.184.215.14", "10.1.2.3"]}
+    )
+    daemon = Daemon(config, clock=clock, resolver=resolver)
     await daemon.start()
     _, ro = await daemon.store.create_key("ro", "read-only")
     _, rw = await daemon.store.create_key("rw", "read-write")

@@ -23,6 +23,39 @@ EXPECTED = {
 }
 
 
+DESTINATION_ROUTES = [
+    ("GET", "/v1/log-destinations", None, 200),
+    ("POST", "/v1/log-destinations", {"type": "webhook", "name": "n", "config": {"url": "http://hook.test:9/"}}, 201),
+    ("GET", "/v1/log-destinations/{id}", None, 200),
+    ("PATCH", "/v1/log-destinations/{id}", {"name": "renamed"}, 200),
+    ("POST", "/v1/log-destinations/{id}/test", None, 200),
+    ("DELETE", "/v1/log-destinations/{id}", None, 204),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body", "ok"), DESTINATION_ROUTES)
+@pytest.mark.parametrize("role", list(EXPECTED))
+async def test_destination_route_answers_by_role(
+    api: Api, method: str, path: str, body: object, ok: int, role: str
+) -> None:
+    async with api.session.post(
+        api.url("/v1/log-destinations"),
+        json={"type": "webhook", "name": "d", "config": {"url": "http://hook.test:9/"}},
+        headers=api.auth(api.read_write),
+    ) as resp:
+        assert resp.status == 201
+        dest_id = (await resp.json())["id"]
+    headers = {
+        "none": {},
+        "unknown": api.auth("fwd_000000000000_not-a-real-key"),
+        "read-only": api.auth(api.read_only),
+        "read-write": api.auth(api.read_write),
+    }[role]
+    expected = {"none": 401, "unknown": 401, "read-only": ok if method == "GET" else 403, "read-write": ok}[role]
+    async with api.session.request(method, api.url(path.format(id=dest_id)), json=body, headers=headers) as resp:
+        assert resp.status == expected, await resp.text()
+
+
 @pytest.mark.parametrize(("method", "path", "body"), ROUTES)
 @pytest.mark.parametrize("role", list(EXPECTED))
 async def test_route_answers_by_role(api: Api, method: str, path: str, body: object, role: str) -> None:
