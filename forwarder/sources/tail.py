@@ -37,6 +37,7 @@ HEAD_BYTES = 64  # enough to hold a prefix with a millisecond timestamp: unique 
 CHUNK_BYTES = 256 * 1024  # one read; parsing a chunk keeps the event loop busy for a few ms only
 APPEND_LINES = 2000  # lines per store transaction
 MISMATCH_LINES = 20  # this many physical lines and none in the configured format: say so
+RETIRED_HEADS = 64
 IDLE_CLOSE_SECONDS = 300  # an older file unchanged this long gives its descriptor back
 
 SourceState = Literal["starting", "reading", "disabled", "no_file", "permission_denied", "format_mismatch", "error"]
@@ -86,6 +87,7 @@ class DatabaseFollower:
         self._clock = clock
         self._files: dict[tuple[int, int], _File] = {}
         self._known: dict[tuple[int, int], SourceFile] = {}
+        self._retired: dict[bytes, int] = {}  # head -> end offset of files truncated or gone
         self.status = SourceStatus()
         self.enabled = True
         self._full_text = False
@@ -223,10 +225,23 @@ class DatabaseFollower:
         return f
 
     def _same_head(self, head: bytes) -> int | None:
-        """Offset reached in a known file whose first HEAD_BYTES equal `head`, if any."""
-        offsets = [f.committed for f in self._files.values() if f.head == head]
+        """Where a copy of a file with this head continues, if we read such a file.
+
+        A file being read: from what its reader consumed (the reader emits what it holds when the
+        file is truncated). A file truncated or gone: from where it ended. Known only from the store
+        (after a restart): from its stored offset, as nothing past it was stored.
+        """
+        offsets = [f.read_pos for f in self._files.values() if f.head == head]
+        offsets += [off for h, off in self._retired.items() if h == head]
         offsets += [sf.offset for sf in self._known.values() if sf.head == head]
         return max(offsets) if offsets else None
+
+    def _retire(self, f: _File) -> None:
+        """Remember where a truncated or vanished file ended, for a copy of it seen later."""
+        if len(f.head) == HEAD_BYTES:
+            self._retired[f.head] = f.read_pos
+            while len(self._retired) > RETIRED_HEADS:
+                del self._retired[next(iter(self._retired))]
 
     def _descriptor(self, f: _File) -> int:
         """The open descriptor of `f`, reopening by path (checking it is still the same inode)."""
@@ -251,6 +266,7 @@ class DatabaseFollower:
             # Truncated (log_truncate_on_rotation reusing postgresql-%a.log, copytruncate), maybe
             # already rewritten past our position: what was pending is complete, the file starts over.
             await self._commit(f.reader.flush(), [f])
+            self._retire(f)
             f.reader = self._new_reader()
             f.base = f.committed = f.read_pos = f.seen_lines = 0
             f.head = b""
@@ -280,6 +296,7 @@ class DatabaseFollower:
             fd = f.fh.fileno()
             await self._read_to(f, fd, os.fstat(fd).st_size, self._clock.monotonic())
         await self._commit(f.reader.flush(), [f])
+        self._retire(f)
         f.close()
 
     async def _commit(self, lines: list[LogLine], files: list[_File]) -> None:
