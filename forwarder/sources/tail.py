@@ -126,6 +126,7 @@ class DatabaseFollower:
                     except Exception as exc:  # keep going: the overview shows it
                         log.exception("reading the log failed", extra={"database_id": self.db.id})
                         self.status = SourceStatus("error", self.status.file, type(exc).__name__)
+                        await self._start_over()
                 else:
                     self.status = SourceStatus("disabled", None, "log reading is disabled in the settings")
                 self._wake.clear()
@@ -133,6 +134,13 @@ class DatabaseFollower:
                     await asyncio.wait_for(self._wake.wait(), self.db.log.poll_interval_seconds)
         finally:
             await self.drain()
+
+    async def _start_over(self) -> None:
+        """After a failure: forget what is in memory and continue from the offsets in the store."""
+        for f in self._files.values():
+            f.close()
+        self._files.clear()
+        self._known = {(sf.dev, sf.ino): sf for sf in await self._store.source_files(self.db.id)}
 
     async def drain(self) -> None:
         """Store every pending entry of every open file (used on shutdown)."""
@@ -276,18 +284,30 @@ class DatabaseFollower:
         await self._commit(f.reader.flush_idle(now), [f])
 
     async def _read_to(self, f: _File, fd: int, size: int, now: float) -> None:
-        """Feed the bytes from the read position to `size`, storing every APPEND_LINES lines."""
+        """Feed the bytes from the read position to `size`, storing every APPEND_LINES lines.
+
+        While one batch is written (SQLite works in the store's thread, without the GIL) the next
+        chunk is parsed; batches are still stored one after the other, in order.
+        """
         lines: list[LogLine] = []
-        while f.read_pos < size:
-            chunk = os.pread(fd, min(CHUNK_BYTES, size - f.read_pos), f.read_pos)
-            if not chunk:
-                break
-            f.read_pos += len(chunk)
-            f.seen_lines += chunk.count(b"\n")
-            lines.extend(f.reader.feed(chunk, now))
-            if len(lines) >= APPEND_LINES:
-                await self._commit(lines, [f])
-                lines = []
+        writing: asyncio.Future[None] | None = None
+        try:
+            while f.read_pos < size:
+                chunk = os.pread(fd, min(CHUNK_BYTES, size - f.read_pos), f.read_pos)
+                if not chunk:
+                    break
+                f.read_pos += len(chunk)
+                f.seen_lines += chunk.count(b"\n")
+                lines.extend(f.reader.feed(chunk, now))
+                if len(lines) >= APPEND_LINES:
+                    batch = self._prepare(lines, [f])  # offsets as of these lines, before parsing on
+                    if writing is not None:
+                        await writing
+                    writing = asyncio.ensure_future(self._write(*batch))
+                    lines = []
+        finally:
+            if writing is not None:
+                await writing
         await self._commit(lines, [f])
 
     async def _finish(self, f: _File) -> None:
@@ -299,20 +319,32 @@ class DatabaseFollower:
         self._retire(f)
         f.close()
 
-    async def _commit(self, lines: list[LogLine], files: list[_File]) -> None:
-        changed = [f for f in files if f.base + f.reader.committed_offset != f.committed or not f.stored]
-        if not lines and not changed:
-            return
-        raw = 0
+    def _prepare(self, lines: list[LogLine], files: list[_File]) -> tuple[list[LogLine], list[SourceFile], int]:
+        """Snapshot what to store: the lines and each file's offset right after them.
+
+        Taken synchronously, so the offsets match the lines even while the next chunk is parsed;
+        `f.committed` moves now (a failed write makes `run` start over from the stored offsets).
+        """
         offsets = []
-        for f in changed:
+        raw = 0
+        for f in files:
             new = f.base + f.reader.committed_offset
-            raw += max(0, new - f.committed)
-            offsets.append(SourceFile(f.dev, f.ino, f.head, f.path, new))
+            if new != f.committed or not f.stored:
+                raw += max(0, new - f.committed)
+                sf = SourceFile(f.dev, f.ino, f.head, f.path, new)
+                offsets.append(sf)
+                f.committed = new
+                f.stored = True
+                self._known[(f.dev, f.ino)] = sf
+        return lines, offsets, raw
+
+    async def _write(self, lines: list[LogLine], offsets: list[SourceFile], raw: int) -> None:
+        if not lines and not offsets:
+            return
         await self._store.append(self.identity, lines, offsets, raw)
-        for f, sf in zip(changed, offsets, strict=True):
-            f.committed = sf.offset
-            f.stored = True
-            self._known[(f.dev, f.ino)] = sf
         self.lines_read += len(lines)
         self.bytes_read += raw
+
+    async def _commit(self, lines: list[LogLine], files: list[_File]) -> None:
+        """Store lines and the offsets they take each file to, in one transaction."""
+        await self._write(*self._prepare(lines, files))
