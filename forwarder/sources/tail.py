@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 HEAD_BYTES = 64  # enough to hold a prefix with a millisecond timestamp: unique per file
 CHUNK_BYTES = 256 * 1024  # one read; parsing a chunk keeps the event loop busy for a few ms only
-APPEND_LINES = 2000  # lines per store transaction
+APPEND_LINES = 5000  # lines per store transaction (fewer commits: each rewrites the hot index pages)
 MISMATCH_LINES = 20  # this many physical lines and none in the configured format: say so
 RETIRED_HEADS = 64
 IDLE_CLOSE_SECONDS = 300  # an older file unchanged this long gives its descriptor back

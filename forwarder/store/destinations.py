@@ -176,7 +176,7 @@ def next_batch(
     match: Callable[[int, int], bool],
     max_lines: int,
     max_bytes: int,
-    scan_rows: int = 5000,
+    max_scan_rows: int = 8000,
 ) -> Batch | None:
     """The next lines after `cursor` that pass the filter, within the limits; None when none are stored.
 
@@ -187,10 +187,13 @@ def next_batch(
     docs: list[bytes] = []
     size = 0
     upto = cursor
+    # Read no more rows than the batch can hold; widen only while the filter drops most of them.
+    scan_rows = max_lines
     while True:
         rows = conn.execute(
             "SELECT id, db, kind, doc FROM lines WHERE id > ? ORDER BY id LIMIT ?", (upto, scan_rows)
         ).fetchall()
+        scan_rows = min(scan_rows * 2, max_scan_rows)
         if not rows:
             return Batch(ids, docs, upto) if upto > cursor else None
         for line_id, db, kind, doc in rows:
@@ -217,12 +220,18 @@ def docs_by_ids(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, bytes
 
 
 def lag(conn: sqlite3.Connection, cursor: int) -> tuple[int, int | None]:
-    """Lines stored after the cursor (before the filter) and the write time of the oldest of them."""
-    count, oldest = conn.execute(
-        "SELECT count(*), (SELECT time_us FROM lines WHERE id > ? ORDER BY id LIMIT 1) FROM lines WHERE id > ?",
-        (cursor, cursor),
-    ).fetchone()
-    return int(count), oldest
+    """Lines stored after the cursor (before the filter) and the write time of the oldest of them.
+
+    Ids are consecutive and retention deletes only the oldest lines, so the count is the distance
+    from the cursor (or the oldest line kept) to the newest: two rowid lookups, not a scan.
+    """
+    # Two subqueries: SQLite answers min() or max() from the rowid b-tree only when each stands alone.
+    oldest_id, newest_id = conn.execute("SELECT (SELECT min(id) FROM lines), (SELECT max(id) FROM lines)").fetchone()
+    if newest_id is None or newest_id <= cursor:
+        return 0, None
+    first = max(cursor + 1, oldest_id)
+    row = conn.execute("SELECT time_us FROM lines WHERE id >= ? ORDER BY id LIMIT 1", (first,)).fetchone()
+    return newest_id - first + 1, row[0] if row else None
 
 
 def save_state(conn: sqlite3.Connection, dest_id: str, s: DeliveryState, sent: int, dropped: int) -> None:
@@ -232,9 +241,18 @@ def save_state(conn: sqlite3.Connection, dest_id: str, s: DeliveryState, sent: i
         " next_attempt_at = ?, last_error = ?, last_error_at = ?, last_success_at = ?,"
         " sent_lines = sent_lines + ?, dropped_lines = dropped_lines + ? WHERE id = ?",
         (
-            s.cursor, s.inflight_id, orjson.dumps(list(s.inflight_lines)) if s.inflight_lines is not None else None,
-            s.inflight_upto, s.attempts, s.next_attempt_at, s.last_error, s.last_error_at, s.last_success_at,
-            sent, dropped, dest_id,
+            s.cursor,
+            s.inflight_id,
+            orjson.dumps(list(s.inflight_lines)) if s.inflight_lines is not None else None,
+            s.inflight_upto,
+            s.attempts,
+            s.next_attempt_at,
+            s.last_error,
+            s.last_error_at,
+            s.last_success_at,
+            sent,
+            dropped,
+            dest_id,
         ),
     )
 

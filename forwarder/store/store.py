@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 
 RETENTION_CHUNK = 5000
 SIZE_TARGET = 0.95  # size retention aims at this fraction of max_bytes
+FTS_QUIET_SECONDS = 0.2  # the index waits for appends to pause this long...
+FTS_MAX_TAIL = 1_000_000  # ...unless this many lines are not indexed yet (a scan of them takes ~2 s)
+FTS_BATCH = 5000
 
 
 def day_of(now: float) -> str:
@@ -53,6 +56,7 @@ class Store:
         self._new_lines = asyncio.Event()
         self.head_id = 0
         self.retention_deleted = 0
+        self._last_append = 0.0  # event-loop time of the last append
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -159,6 +163,7 @@ class Store:
             return last
 
         last = await self._write(_txn)
+        self._last_append = asyncio.get_running_loop().time()
         if last:
             self.head_id = max(self.head_id, last)
             self._new_lines.set()
@@ -355,15 +360,26 @@ class Store:
         return L.delete_lines(conn, rows)
 
     async def run(self) -> None:
-        """Keep the full-text index just behind the head and apply retention, until cancelled."""
+        """Keep the full-text index behind the head and apply retention, until cancelled.
+
+        Indexing yields to appends: while lines are arriving in bulk (a backlog) the writer thread
+        stores them first, and the index catches up in the pauses. Searches stay exact meanwhile
+        (the unindexed tail is scanned); past FTS_MAX_TAIL unindexed lines it indexes regardless.
+        """
         next_retention = self._clock.monotonic()
         while True:
-            indexed = await self.index_once()
             if self._clock.monotonic() >= next_retention:
                 await self.retention_once()
                 next_retention = self._clock.monotonic() + self.config.retention_interval_seconds
-            if indexed == 0:
-                await self.wait_for_lines(await self._read(L.fts_watermark), 1.0)
+            watermark = await self._read(L.fts_watermark)
+            busy = asyncio.get_running_loop().time() - self._last_append < FTS_QUIET_SECONDS
+            if self.head_id > watermark and (not busy or self.head_id - watermark > FTS_MAX_TAIL):
+                await self.index_once(FTS_BATCH)
+                continue
+            if busy:
+                await asyncio.sleep(FTS_QUIET_SECONDS)
+            else:
+                await self.wait_for_lines(watermark, 1.0)
 
 
 def open_sync(path: str | Path) -> sqlite3.Connection:

@@ -1,0 +1,722 @@
+"""End-to-end delivery benchmark (issue 4): PostgreSQL log file -> daemon -> signed webhook.
+
+Runs `forwarder run` as a real subprocess with one webhook destination pointing at a fast counting
+receiver in its own process (`bench/receiver_proc.py`: counts entries, answers 200, never checks
+signatures). All traffic stays on 127.0.0.1.
+
+backlog  The shared generator's 1M-line log (`/work/shared/bench/gen_pglog.py 1000000 FILE
+         --seed 1`, cached under --cache) with prefix `%m [%p] %q%u@%d/%a `, full parsing and value
+         removal (`full_text = false`). The destination is created while the log glob matches
+         nothing; then the file is hard-linked into place, so the whole backlog must be delivered.
+         Wall time from the file's appearance until the receiver has every entry; physical lines/s,
+         entries/s, the daemon's CPU seconds and peak RSS (/proc/PID/status VmHWM).
+steady   Appends entries of the generator's mix at --rate physical lines/s for --seconds, each
+         stamped (its %m time) with the wall clock when written; the receiver measures arrival
+         minus that time: p50/p90/p99/max latency.
+--peers  syslog-ng's file -> http (/work/shared/bench/configs/sng-http.conf, 1 and 4 workers) on the
+         same file in the same run, into the shared counting receiver; prints our rate / theirs.
+         syslog-ng is unpacked under $PEER_BENCH_DIR (apt-get download + dpkg -x, so it does not
+         replace the rsyslog package the tests need); when that fails the peers are skipped.
+--profile  samples the daemon with py-spy during the backlog (`.venv/bin/pip install py-spy`) and
+         prints the top functions by own and inclusive time and the share of each stage. Sampling
+         slows the daemon: the rate of a profiled run is not the figure to report.
+
+    .venv/bin/python bench/deliver.py                   # backlog + steady
+    .venv/bin/python bench/deliver.py --peers
+    .venv/bin/python bench/deliver.py --only backlog --profile
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime as dt
+import importlib.util
+import json
+import os
+import platform
+import queue
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+SHARED = Path(os.environ.get("SHARED_BENCH", str(REPO.parent / "shared" / "bench")))
+if not SHARED.is_dir():
+    SHARED = Path("/work/shared/bench")
+PEER_DIR = Path(os.environ.get("PEER_BENCH_DIR", "/tmp/peer-bench"))
+PREFIX = "%m [%p] %q%u@%d/%a "
+PY = sys.executable
+TICK = os.sysconf("SC_CLK_TCK")
+TARGETS = {"backlog_lines_per_s": 50_000, "p99_ms": 1000, "peak_rss_mb": 200}
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def proc_cpu_rss(pid: int) -> tuple[float, float, float]:
+    """(CPU seconds user+sys, peak RSS MB, current RSS MB) of a live process."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / TICK
+    hwm = rss = 0
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                hwm = int(line.split()[1])
+            elif line.startswith("VmRSS:"):
+                rss = int(line.split()[1])
+    return cpu, hwm / 1024, rss / 1024
+
+
+# --- input ------------------------------------------------------------------------------------
+
+
+def backlog_file(cache: Path, lines: int, seed: int) -> Path:
+    path = cache / f"pg_{lines}_seed{seed}.log"
+    if not path.exists():
+        gen = SHARED / "gen_pglog.py"
+        log(f"generating {lines} lines with {gen} (about 50 s per million) -> {path}")
+        tmp = path.with_suffix(".tmp")
+        subprocess.run([PY, str(gen), str(lines), str(tmp), "--seed", str(seed)], check=True, stdout=subprocess.DEVNULL)
+        tmp.rename(path)
+    return path
+
+
+# The generator's secondary lines (one entry with the line before) and tab continuations.
+_SECONDARY = re.compile(
+    rb"^\d{4}-\d\d-\d\d [\d:.]+ \S+ \[\d+\] (?:\S+@\S+ )?(?:DETAIL|HINT|QUERY|CONTEXT|LOCATION|STATEMENT):  "
+)
+
+
+def count_entries(path: Path) -> tuple[int, int]:
+    """(physical lines, entries) of a stderr log: cached beside it."""
+    cached = path.with_name(path.name + ".counts")
+    if cached.exists() and cached.stat().st_mtime >= path.stat().st_mtime:
+        lines, entries = map(int, cached.read_text().split())
+        return lines, entries
+    lines = entries = 0
+    with open(path, "rb") as f:
+        for raw in f:
+            lines += 1
+            if raw[:1].isdigit() and not _SECONDARY.match(raw):
+                entries += 1
+    cached.write_text(f"{lines} {entries}\n")
+    return lines, entries
+
+
+def load_generator() -> Any | None:
+    gen = SHARED / "gen_pglog.py"
+    if not gen.exists():
+        return None
+    spec = importlib.util.spec_from_file_location("gen_pglog", gen)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# --- processes --------------------------------------------------------------------------------
+
+
+class Receiver:
+    """bench/receiver_proc.py in its own process; its stdout events are collected by a thread."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [PY, str(HERE / "receiver_proc.py")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
+        self.events: queue.Queue[tuple[str, str]] = queue.Queue()
+        self.done_at: float | None = None
+        self.first_at: float | None = None
+        threading.Thread(target=self._read, daemon=True).start()
+        kind, rest = self.events.get(timeout=10)
+        assert kind == "LISTEN", (kind, rest)
+        self.port = int(rest)
+        self.url = f"http://127.0.0.1:{self.port}/hook"
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            kind, _, rest = line.strip().partition(" ")
+            if kind == "DONE":
+                self.done_at = float(rest.split()[0])
+            elif kind == "FIRST":
+                self.first_at = float(rest)
+            self.events.put((kind, rest))
+
+    def send(self, cmd: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(cmd + "\n")
+        self.proc.stdin.flush()
+
+    def report(self) -> dict[str, Any]:
+        self.send("REPORT")
+        while True:
+            kind, rest = self.events.get(timeout=10)
+            if kind == "REPORT":
+                return dict(json.loads(rest))
+
+    def expect(self, n: int) -> None:
+        self.done_at = None
+        self.send(f"EXPECT {n}")
+
+    def wait_done(self, timeout: float, stall: float = 20.0) -> bool:
+        """Until DONE; gives up after `timeout` or when the count stood still for `stall` seconds."""
+        deadline = time.monotonic() + timeout
+        last, still_since = -1, time.monotonic()
+        while self.done_at is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+            count = self.report()["count"]
+            if count != last:
+                last, still_since = count, time.monotonic()
+            elif time.monotonic() - still_since > stall:
+                return self.done_at is not None
+        return self.done_at is not None
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+class Daemon:
+    """`forwarder run` with a config of its own under `root`."""
+
+    def __init__(self, root: Path, log_glob: str, poll: float) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.config = root / "forwarder.toml"
+        self.config.write_text(
+            "\n".join(
+                [
+                    "[server]",
+                    'host = "127.0.0.1"',
+                    f"port = {self.port}",
+                    "[store]",
+                    f'path = "{root / "store.db"}"',
+                    "max_bytes = 8589934592  # 8 GiB: retention by size must not touch the backlog",
+                    "[security]",
+                    f'secrets_key_file = "{root / "secrets.key"}"',
+                    'allowed_destination_networks = ["127.0.0.0/8"]',
+                    "[[databases]]",
+                    'id = "bench"',
+                    'name = "bench"',
+                    "full_text = false  # full parsing and value removal",
+                    "[databases.log]",
+                    f'path = "{log_glob}"',
+                    f'line_prefix = "{PREFIX}"',
+                    f"poll_interval_seconds = {poll}",
+                    "",
+                ]
+            )
+        )
+        self.key = self._cli("keys", "create", "--role", "read-write", "--name", "bench").strip()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = root / "daemon.log"
+
+    def _cli(self, *args: str) -> str:
+        return subprocess.run(
+            [PY, "-m", "forwarder", *args, "--config", str(self.config)],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        ).stdout
+
+    def start(self) -> float:
+        """Start it and wait until /readyz answers; the seconds that took."""
+        t0 = time.monotonic()
+        with open(self.log_path, "ab") as out:
+            self.proc = subprocess.Popen(
+                [PY, "-m", "forwarder", "run", "--config", str(self.config), "--log-level", "warning"],
+                stdout=out,
+                stderr=out,
+            )
+        while time.monotonic() - t0 < 30:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"daemon exited: {self.log_path.read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(self.url + "/readyz", timeout=1) as r:
+                    if r.status == 200:
+                        return time.monotonic() - t0
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise TimeoutError("daemon not ready")
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        req = urllib.request.Request(
+            self.url + path,
+            data=json.dumps(body).encode() if body is not None else None,
+            method=method,
+            headers={"Authorization": f"Bearer {self.key}", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return json.loads(r.read())
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+# --- profile ----------------------------------------------------------------------------------
+
+STAGES = [  # (name, substring of a frame "function (file:line)") - inclusive shares
+    ("reading files (sources/tail.py)", "sources/tail.py"),
+    ("parsing (forwarder/pglog)", "forwarder/pglog/"),
+    ("  of which normalize", "pglog/normalize.py"),
+    ("  of which redact", "pglog/redact.py"),
+    ("store append (store/lines.py append)", "append (forwarder/store/lines.py"),
+    ("  of which encode_doc", "encode_doc ("),
+    ("store write transaction (store.py _write)", "_txn (forwarder/store/store.py"),
+    ("delivery read (destinations.py next_batch)", "next_batch (forwarder/store/destinations.py"),
+    ("delivery state save (save_state)", "save_state ("),
+    ("lag query (destinations.py lag)", "lag (forwarder/store/destinations.py"),
+    ("full-text indexing (index_fts)", "index_fts ("),
+    ("retention", "retention"),
+    ("webhook encode (sinks/webhook.py)", "encode (forwarder/sinks/webhook.py"),
+    ("HTTP (aiohttp)", "aiohttp/"),
+    ("asyncio event loop own work", "base_events.py"),
+]
+
+
+# Leaf frames that are waits py-spy did not recognise as idle (the loop's select, an idle worker).
+WAITING = ("Runner.run (", "_worker (concurrent/futures/thread.py", "select (selectors.py", "wait (threading.py")
+
+
+def start_profiler(pid: int, out: Path, native: bool) -> subprocess.Popen[bytes] | None:
+    spy = shutil.which("py-spy") or str(Path(PY).parent / "py-spy")
+    if not Path(spy).exists():
+        log("py-spy not found: .venv/bin/pip install py-spy; profiling skipped")
+        return None
+    return subprocess.Popen(
+        [spy, "record", "-p", str(pid), "-r", "200", "-f", "raw", "-o", str(out), "--threads"]
+        + (["--native"] if native else ["--nonblocking"]),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def analyse_profile(path: Path, top: int = 25) -> str:
+    own: collections.Counter[str] = collections.Counter()
+    incl: collections.Counter[str] = collections.Counter()
+    stage: collections.Counter[str] = collections.Counter()
+    threads: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not n.isdigit():
+            continue
+        count = int(n)
+        frames = stack.split(";")
+        thread = next((f for f in frames if f.startswith("thread")), "?")
+        frames = [f for f in frames if not f.startswith(("process ", "thread "))]
+        if not frames or any(w in frames[-1] for w in WAITING):
+            continue
+        total += count
+        threads[thread] += count
+        clean = [re.sub(r":\d+\)$", ")", f) for f in frames]
+        own[clean[-1]] += count
+        for f in set(clean):
+            incl[f] += count
+        for name, needle in STAGES:
+            if any(needle in f for f in frames):
+                stage[name] += count
+    if not total:
+        return "no samples"
+    pct = lambda n: f"{100 * n / total:5.1f}%"  # noqa: E731
+    out = [f"py-spy: {total} busy samples (all threads; idle and waiting leaves excluded)", "", "threads:"]
+    out += [f"  {pct(n)}  {t}" for t, n in threads.most_common()]
+    out += ["", "stages (inclusive share of busy samples):"]
+    out += [f"  {pct(stage[name])}  {name}" for name, _ in STAGES]
+    out += ["", f"top {top} by own time:"]
+    out += [f"  {pct(n)}  {f}" for f, n in own.most_common(top)]
+    out += ["", f"top {top} forwarder functions by inclusive time:"]
+    out += [f"  {pct(n)}  {f}" for f, n in incl.most_common() if "forwarder/" in f][:top]
+    return "\n".join(out)
+
+
+# --- phases -----------------------------------------------------------------------------------
+
+
+def run_backlog(a: argparse.Namespace, work: Path, src: Path, lines: int, entries: int) -> dict[str, Any]:
+    logs = work / "logs"
+    logs.mkdir(parents=True)
+    daemon = Daemon(work / "fwd", str(logs / "*.log"), a.poll)
+    recv = Receiver()
+    result: dict[str, Any] = {"lines": lines, "entries": entries}
+    prof = None
+    try:
+        result["startup_s"] = round(daemon.start(), 2)
+        created = daemon.request(
+            "POST", "/v1/log-destinations", {"type": "webhook", "name": "bench", "config": {"url": recv.url}}
+        )
+        dest_id = created["id"]
+        assert created.get("secret"), "no signing secret returned"
+        recv.expect(entries)
+        if a.profile:
+            prof = start_profiler(daemon.pid, work / "profile.raw", a.native)
+            time.sleep(1)
+        cpu0 = proc_cpu_rss(daemon.pid)[0]
+        t0 = time.monotonic()
+        os.link(src, logs / "postgresql.log")  # appears in the glob at once, whole
+        ok = recv.wait_done(a.timeout)
+        t1 = recv.done_at if ok and recv.done_at else time.monotonic()
+        cpu, hwm, rss = proc_cpu_rss(daemon.pid)
+        rep = recv.report()
+        if prof is not None:
+            prof.send_signal(signal.SIGINT)
+            prof.wait(60)
+        wall = t1 - t0
+        result.update(
+            ok=ok,
+            received=rep["count"],
+            requests=rep["reqs"],
+            wall_s=round(wall, 2),
+            first_after_s=round(recv.first_at - t0, 2) if recv.first_at else None,
+            lines_per_s=round(lines / wall),
+            entries_per_s=round(entries / wall),
+            cpu_s=round(cpu - cpu0, 1),
+            peak_rss_mb=round(hwm, 1),
+            rss_mb=round(rss, 1),
+        )
+        dest = daemon.request("GET", f"/v1/log-destinations/{dest_id}")
+        result["daemon_sent_lines"] = dest["delivery"]["sent_lines"]
+        result["store_mb"] = round(sum(p.stat().st_size for p in (work / "fwd").glob("store.db*")) / 2**20)
+        if not ok:
+            log(f"backlog incomplete: received {rep['count']} of {entries}; destination {dest['delivery']}")
+        if prof is not None and (work / "profile.raw").exists():
+            result["profile"] = analyse_profile(work / "profile.raw")
+        if a.only != "backlog":
+            result["steady"] = run_steady(a, daemon, recv, logs)
+            result["peak_rss_mb_after_steady"] = round(proc_cpu_rss(daemon.pid)[1], 1)
+    finally:
+        daemon.stop()
+        recv.close()
+    return result
+
+
+def run_steady(a: argparse.Namespace, daemon: Daemon, recv: Receiver, logs: Path) -> dict[str, Any]:
+    gen_mod = load_generator()
+    gen = gen_mod.Gen(7) if gen_mod else None
+    entries_iter = gen.entries() if gen else None
+    base = recv.report()["count"]
+    recv.send("RESET")
+    recv.send("MEASURE 1")
+    fd = os.open(logs / "steady.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    written_lines = written_entries = 0
+    tick = 0.01
+    start = time.time()
+    next_at = time.monotonic()
+    t_end = time.monotonic() + a.seconds
+    n = 0
+    try:
+        while time.monotonic() < t_end:
+            target = int((time.monotonic() - (t_end - a.seconds)) * a.rate)
+            now = dt.datetime.now(dt.UTC)
+            ts = now.strftime("%Y-%m-%d %H:%M:%S.") + f"{now.microsecond // 1000:03d} UTC"
+            chunk: list[str] = []
+            while written_lines < target:
+                if entries_iter is not None:
+                    _, e = next(entries_iter)
+                    e["ts"] = ts
+                    out = gen_mod.stderr_lines(e)
+                else:
+                    out = [f"{ts} [{4000 + n % 50}] app@shop/web-api LOG:  duration: 1.5 ms  statement: SELECT {n}"]
+                n += 1
+                chunk += out
+                written_lines += len(out)
+                written_entries += 1
+            if chunk:
+                os.write(fd, ("\n".join(chunk) + "\n").encode())
+            next_at += tick
+            time.sleep(max(0.0, next_at - time.monotonic()))
+    finally:
+        os.close(fd)
+    elapsed = time.time() - start
+    recv.expect(base + written_entries)
+    ok = recv.wait_done(30, stall=10)
+    rep = recv.report()
+    recv.send("MEASURE 0")
+    return {
+        "ok": ok,
+        "rate_lines_per_s": round(written_lines / elapsed),
+        "seconds": round(elapsed, 1),
+        "lines": written_lines,
+        "entries": written_entries,
+        "received": rep["count"] - base,
+        **{k: rep[k] for k in ("latency_samples", "p50_ms", "p90_ms", "p99_ms", "max_ms")},
+    }
+
+
+def run_steady_alone(a: argparse.Namespace, work: Path) -> dict[str, Any]:
+    logs = work / "logs"
+    logs.mkdir(parents=True)
+    daemon = Daemon(work / "fwd", str(logs / "*.log"), a.poll)
+    recv = Receiver()
+    try:
+        daemon.start()
+        daemon.request(
+            "POST", "/v1/log-destinations", {"type": "webhook", "name": "bench", "config": {"url": recv.url}}
+        )
+        res = run_steady(a, daemon, recv, logs)
+        res["peak_rss_mb"] = round(proc_cpu_rss(daemon.pid)[1], 1)
+        return res
+    finally:
+        daemon.stop()
+        recv.close()
+
+
+# --- peers ------------------------------------------------------------------------------------
+
+SNG_DEBS = ["syslog-ng-core", "syslog-ng-mod-http", "libivykis0", "libnet1", "libpcre3", "libwrap0"]
+
+
+def find_syslog_ng() -> tuple[list[str], dict[str, str]] | str:
+    """(argv prefix, env) to run syslog-ng, unpacking it under PEER_BENCH_DIR if needed; or why not."""
+    system = shutil.which("syslog-ng")
+    if system:
+        return [system], {}
+    root = PEER_DIR / "opt" / "syslog-ng"
+    binary = root / "usr/sbin/syslog-ng"
+    if not binary.exists():
+        debs = PEER_DIR / "opt" / "debs-sng"
+        debs.mkdir(parents=True, exist_ok=True)
+        log(f"unpacking syslog-ng under {root} (apt-get download + dpkg -x; rsyslog stays installed)")
+        try:
+            subprocess.run(["apt-get", "download", *SNG_DEBS], cwd=debs, check=True, capture_output=True, timeout=180)
+            for deb in debs.glob("*.deb"):
+                subprocess.run(["dpkg", "-x", str(deb), str(root)], check=True, capture_output=True, timeout=60)
+        except (OSError, subprocess.SubprocessError) as exc:
+            err = getattr(exc, "stderr", b"") or b""
+            return f"cannot unpack syslog-ng ({exc}; {err.decode(errors='replace')[-300:]})"
+        if not binary.exists():
+            return "syslog-ng binary missing after unpacking"
+    libs = [root / "usr/lib/x86_64-linux-gnu", root / "lib/x86_64-linux-gnu", root / "usr/lib/syslog-ng"]
+    env = {"LD_LIBRARY_PATH": ":".join(str(p) for p in libs)}
+    mods = sorted((root / "usr/lib/syslog-ng").glob("3.*"))
+    if not mods:
+        return "syslog-ng modules missing after unpacking"
+    return [str(binary), f"--module-path={mods[-1]}"], env
+
+
+def run_syslog_ng(a: argparse.Namespace, work: Path, src: Path, lines: int, workers: int) -> dict[str, Any]:
+    found = find_syslog_ng()
+    if isinstance(found, str):
+        return {"skipped": found}
+    argv0, env = found
+    rundir = work / f"sng-w{workers}"
+    rundir.mkdir(parents=True)
+    port = free_port()
+    conf = (SHARED / "configs" / "sng-http.conf").read_text()
+    for k, v in {"LOGFILE": str(src), "PORT": str(port), "RUNDIR": str(rundir), "WORKERS": str(workers)}.items():
+        conf = conf.replace(f"@{k}@", v)
+    cpath = rundir / "sng-http.conf"
+    cpath.write_text(conf)
+    recv = subprocess.Popen(
+        [PY, str(SHARED / "receiver.py"), "http", "--port", str(port), "--expect", str(lines)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    events: dict[str, float] = {}
+    got = threading.Event()
+
+    def reader() -> None:
+        assert recv.stdout is not None
+        for line in recv.stdout:
+            parts = line.split()
+            if parts and parts[0] in ("FIRST", "DONE", "LISTEN"):
+                events[parts[0]] = float(parts[1])
+            if parts and parts[0] == "PROGRESS":
+                events["count"] = int(parts[2])
+            if parts and parts[0] in ("LISTEN", "DONE"):
+                got.set()
+
+    threading.Thread(target=reader, daemon=True).start()
+    got.wait(10)
+    got.clear()
+    argv = [*argv0, "-F", "--no-caps", "-f", str(cpath), "-R", str(rundir / "persist")]
+    argv += ["-p", str(rundir / "pid"), "-c", str(rundir / "ctl")]
+    with open(rundir / "syslog-ng.log", "w") as flog:
+        t0 = time.monotonic()
+        fwd = subprocess.Popen(argv, stdout=flog, stderr=subprocess.STDOUT, env={**os.environ, **env})
+    ok = got.wait(a.timeout)
+    res: dict[str, Any] = {"workers": workers, "ok": ok}
+    if fwd.poll() is None:
+        cpu, hwm, _ = proc_cpu_rss(fwd.pid)
+        res.update(cpu_s=round(cpu, 1), peak_rss_mb=round(hwm, 1))
+    if ok:
+        wall = events["DONE"] - t0
+        res.update(wall_s=round(wall, 2), lines_per_s=round(lines / wall))
+    else:
+        res["why"] = (rundir / "syslog-ng.log").read_text()[-500:] or f"received {events.get('count')}"
+    for p in (fwd, recv):
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    return res
+
+
+# --- main -------------------------------------------------------------------------------------
+
+
+def machine() -> str:
+    load = os.getloadavg()
+    with open("/proc/cpuinfo") as f:
+        cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "?")
+    return (
+        f"{os.cpu_count()} CPUs ({cpu}), load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, "
+        f"Python {platform.python_version()}, {platform.platform()}"
+    )
+
+
+def table(res: dict[str, Any]) -> str:
+    rows: list[tuple[str, str, str]] = []
+    b = res.get("backlog")
+    if b:
+        rows += [
+            ("backlog wall s (file appears -> last entry received)", f"{b['wall_s']}", ""),
+            ("backlog physical lines/s", f"{b['lines_per_s']:,}", f">= {TARGETS['backlog_lines_per_s']:,}"),
+            ("backlog entries/s", f"{b['entries_per_s']:,}", ""),
+            ("backlog entries received / written", f"{b['received']:,} / {b['entries']:,}", "all"),
+            ("daemon CPU s during backlog", f"{b['cpu_s']}", ""),
+            ("daemon peak RSS MB (VmHWM) during backlog", f"{b['peak_rss_mb']}", f"<= {TARGETS['peak_rss_mb']}"),
+        ]
+    s = res.get("steady") or (b or {}).get("steady")
+    if s:
+        rows += [
+            (
+                f"steady {s['rate_lines_per_s']:,} lines/s for {s['seconds']} s: entries received",
+                f"{s['received']:,} / {s['entries']:,}",
+                "all",
+            ),
+            ("steady latency p50 / p90 ms", f"{s['p50_ms']} / {s['p90_ms']}", ""),
+            ("steady latency p99 / max ms", f"{s['p99_ms']} / {s['max_ms']}", f"p99 <= {TARGETS['p99_ms']}"),
+        ]
+    if b and "peak_rss_mb_after_steady" in b:
+        rows.append(
+            ("daemon peak RSS MB, whole run", f"{b['peak_rss_mb_after_steady']}", f"<= {TARGETS['peak_rss_mb']}")
+        )
+    for p in res.get("peers", []):
+        if "skipped" in p:
+            rows.append(("syslog-ng file -> http", "skipped: " + p["skipped"], ""))
+        elif not p.get("ok"):
+            rows.append((f"syslog-ng file -> http, {p['workers']} worker(s)", "FAILED: " + p.get("why", ""), ""))
+        else:
+            rows.append(
+                (
+                    f"syslog-ng file -> http, {p['workers']} worker(s): lines/s (CPU s, RSS MB)",
+                    f"{p['lines_per_s']:,} ({p.get('cpu_s')}, {p.get('peak_rss_mb')})",
+                    "",
+                )
+            )
+            if b:
+                rows.append(
+                    (
+                        f"  our lines/s / theirs ({p['workers']} worker(s))",
+                        f"{b['lines_per_s'] / p['lines_per_s']:.2f}",
+                        "",
+                    )
+                )
+    w = max(len(r[0]) for r in rows)
+    v = max(len(r[1]) for r in rows)
+    out = [f"| {'measure':<{w}} | {'value':<{v}} | target |", f"|{'-' * (w + 2)}|{'-' * (v + 2)}|--------|"]
+    out += [f"| {r[0]:<{w}} | {r[1]:<{v}} | {r[2]} |" for r in rows]
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", choices=["backlog", "steady"], help="run one phase (default: both)")
+    ap.add_argument("--lines", type=int, default=1_000_000, help="backlog size in physical lines")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--cache", type=Path, default=Path("/tmp/fwd-bench"), help="where the generated log is kept")
+    ap.add_argument("--rate", type=int, default=2000, help="steady: physical lines per second")
+    ap.add_argument("--seconds", type=float, default=30, help="steady: how long")
+    ap.add_argument("--poll", type=float, default=0.25, help="the log source's poll_interval_seconds")
+    ap.add_argument("--timeout", type=float, default=600, help="backlog: give up after this many seconds")
+    ap.add_argument("--peers", action="store_true", help="also run syslog-ng file -> http on the same file")
+    ap.add_argument("--peer-workers", default="1,4", help="syslog-ng http() workers to run, comma-separated")
+    ap.add_argument("--profile", action="store_true", help="py-spy the daemon during the backlog")
+    ap.add_argument("--native", action="store_true", help="with --profile: C frames too (SQLite; pauses the daemon)")
+    ap.add_argument("--keep", action="store_true", help="keep the run directory (store, logs, profile)")
+    a = ap.parse_args()
+
+    a.cache.mkdir(parents=True, exist_ok=True)
+    work = a.cache / time.strftime("run-%Y%m%d-%H%M%S")
+    work.mkdir()
+    res: dict[str, Any] = {"machine_before": machine()}
+    log(res["machine_before"])
+    try:
+        if a.only != "steady":
+            src = backlog_file(a.cache, a.lines, a.seed)
+            lines, entries = count_entries(src)
+            log(f"backlog {src}: {lines:,} physical lines, {entries:,} entries")
+            res["backlog"] = run_backlog(a, work / "ours", src, lines, entries)
+            log("backlog: " + json.dumps({k: v for k, v in res["backlog"].items() if k not in ("profile", "steady")}))
+            if "steady" in res["backlog"]:
+                log("steady: " + json.dumps(res["backlog"]["steady"]))
+            if a.peers:
+                res["peers"] = []
+                for w in (int(x) for x in a.peer_workers.split(",") if x):
+                    p = run_syslog_ng(a, work / "peers", src, lines, w)
+                    log("syslog-ng: " + json.dumps(p))
+                    res["peers"].append(p)
+                    if "skipped" in p:
+                        break
+        else:
+            res["steady"] = run_steady_alone(a, work / "ours")
+            log("steady: " + json.dumps(res["steady"]))
+    finally:
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    res["machine_after"] = machine()
+    with open(a.cache / "results.jsonl", "a") as f:
+        f.write(json.dumps({"t": time.strftime("%Y-%m-%dT%H:%M:%S"), **res}) + "\n")
+    print()
+    print(f"machine: {res['machine_before']}")
+    print(table(res))
+    if "profile" in res.get("backlog", {}):
+        print("\n(profiled run: rates are lowered by sampling)\n")
+        print(res["backlog"]["profile"])
+
+
+if __name__ == "__main__":
+    main()
