@@ -21,6 +21,7 @@ from forwarder.config import Config, DatabaseConfig
 from forwarder.delivery.manager import DeliveryManager
 from forwarder.delivery.netguard import Resolver
 from forwarder.secrets import SecretBox, load_key
+from forwarder.sources.parsing import ParseWorker
 from forwarder.sources.tail import DatabaseFollower
 from forwarder.store import DatabaseSettings, Identity, Store
 
@@ -61,6 +62,7 @@ class Daemon:
         self.clock = clock or SystemClock()
         self._resolver = resolver  # tests give a scripted one; None resolves with DNS
         self.delivery: DeliveryManager | None = None
+        self._workers: list[ParseWorker] = []
         self.store = Store(config.store, self.clock)
         self.registry = _Registry()
         self.api: ApiServer | None = None
@@ -73,9 +75,11 @@ class Daemon:
 
     async def start(self) -> None:
         await self.store.start()
-        for db in self.config.databases:
+        self._workers = [ParseWorker() for _ in range(self.config.ingest.parse_workers)]
+        for i, db in enumerate(self.config.databases):
             identity = await self.store.register_database(db)
-            follower = DatabaseFollower(db, identity, self.store, self.clock)
+            worker = self._workers[i % len(self._workers)] if self._workers else None
+            follower = DatabaseFollower(db, identity, self.store, self.clock, worker)
             settings = await self.store.get_settings(db.id) or DatabaseSettings(db.enabled, db.full_text)
             follower.apply_settings(settings.enabled, settings.full_text)
             self.registry.by_id[db.id] = _Database(db, identity, follower)
@@ -126,6 +130,8 @@ class Daemon:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         self._tasks.clear()
+        for worker in self._workers:
+            await worker.aclose()
         if self.delivery is not None:
             await self.delivery.aclose()
         if self.api is not None:

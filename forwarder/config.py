@@ -79,6 +79,18 @@ class SecurityConfig(_Section):
         return [ipaddress.ip_network(v, strict=False) for v in self.allowed_destination_networks]
 
 
+class IngestConfig(_Section):
+    """How logs are parsed."""
+
+    parse_workers: int = Field(
+        1,
+        ge=0,
+        le=16,
+        description="Worker processes that parse logs beside the daemon (one core each); 0 parses in the "
+        "daemon's own process. Databases are spread over them.",
+    )
+
+
 class LogSourceConfig(_Section):
     """Where and how a database's server log is read."""
 
@@ -131,6 +143,7 @@ class Config(BaseSettings):
     server: ServerConfig = ServerConfig()
     store: StoreConfig = StoreConfig()
     security: SecurityConfig = SecurityConfig()
+    ingest: IngestConfig = IngestConfig()
     databases: list[DatabaseConfig] = Field(default_factory=list)
 
     @model_validator(mode="after")

@@ -24,12 +24,11 @@ import stat
 from dataclasses import dataclass
 from typing import BinaryIO, Literal
 
-from forwarder import pglog
 from forwarder.clock import Clock
 from forwarder.config import DatabaseConfig
-from forwarder.model import LogLine
-from forwarder.pglog import EntryReader
+from forwarder.sources.parsing import AsyncReader, LocalReader, ParseWorker, ReaderSpec
 from forwarder.store import Identity, SourceFile, Store
+from forwarder.store.lines import Row
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +58,7 @@ class _File:
     head: bytes
     path: str
     base: int  # offset the reader started at
-    reader: EntryReader
+    reader: AsyncReader
     committed: int  # offset stored so far
     read_pos: int  # next byte to read
     seen_lines: int = 0  # physical lines read since the reader started
@@ -80,11 +79,14 @@ class _File:
 class DatabaseFollower:
     """Reads one database's log files into the store; `run()` until cancelled."""
 
-    def __init__(self, db: DatabaseConfig, identity: Identity, store: Store, clock: Clock) -> None:
+    def __init__(
+        self, db: DatabaseConfig, identity: Identity, store: Store, clock: Clock, worker: ParseWorker | None = None
+    ) -> None:
         self.db = db
         self.identity = identity
         self._store = store
         self._clock = clock
+        self._worker = worker  # None: parse in this process
         self._files: dict[tuple[int, int], _File] = {}
         self._known: dict[tuple[int, int], SourceFile] = {}
         self._retired: dict[bytes, int] = {}  # head -> end offset of files truncated or gone
@@ -107,13 +109,11 @@ class DatabaseFollower:
             f.reader.full_text = full_text
         self._wake.set()
 
-    def _new_reader(self) -> EntryReader:
-        return pglog.make_reader(
-            self.db.log.format,
-            line_prefix=self.db.log.line_prefix,
-            timezone=self.db.log.timezone,
-            full_text=self._full_text,
-        )
+    async def _new_reader(self) -> AsyncReader:
+        spec = ReaderSpec(self.db.log.format, self.db.log.line_prefix, self.db.log.timezone, self.identity)
+        if self._worker is None:
+            return LocalReader(spec, self._full_text)
+        return await self._worker.open(spec, self._full_text)
 
     async def run(self) -> None:
         """Poll the files until cancelled; pending entries are stored before returning."""
@@ -144,9 +144,9 @@ class DatabaseFollower:
 
     async def drain(self) -> None:
         """Store every pending entry of every open file (used on shutdown)."""
-        lines: list[LogLine] = []
+        lines: list[Row] = []
         for f in self._files.values():
-            lines.extend(f.reader.flush())
+            lines.extend(await f.reader.flush())
         await self._commit(lines, list(self._files.values()))
         for f in self._files.values():
             f.close()
@@ -185,7 +185,7 @@ class DatabaseFollower:
         problem: SourceStatus | None = None
         for key, (path, st) in order:
             try:
-                f = self._files.get(key) or self._open(key, path)
+                f = self._files.get(key) or await self._open(key, path)
                 f.path = path
                 await self._read_file(f, now)
             except PermissionError:
@@ -209,8 +209,8 @@ class DatabaseFollower:
             await self._store.forget_source_files(self.db.id, list(found))
             self._known = {k: v for k, v in self._known.items() if k in found}
 
-    def _open(self, key: tuple[int, int], path: str) -> _File:
-        fh = open(path, "rb")  # noqa: SIM115 - held across polls, closed by _File.close
+    async def _open(self, key: tuple[int, int], path: str) -> _File:
+        fh = open(path, "rb")  # noqa: SIM115, ASYNC230 - a local file; held across polls, closed by _File.close
         st = os.fstat(fh.fileno())
         if (st.st_dev, st.st_ino) != key:  # replaced between stat and open: next poll sees the new one
             fh.close()
@@ -227,7 +227,8 @@ class DatabaseFollower:
             # A new inode with the first bytes of a file we read: a copy (logrotate copytruncate
             # with a glob that matches the copies). Its lines up to that file's offset are stored.
             start = min(twin, os.fstat(fh.fileno()).st_size)
-        f = _File(key[0], key[1], stored_head, path, start, self._new_reader(), start, start, stored=known is not None)
+        reader = await self._new_reader()
+        f = _File(key[0], key[1], stored_head, path, start, reader, start, start, stored=known is not None)
         f.fh = fh
         self._files[key] = f
         return f
@@ -273,15 +274,16 @@ class DatabaseFollower:
         if size < f.read_pos or (changed and os.pread(fd, len(f.head), 0) != f.head):
             # Truncated (log_truncate_on_rotation reusing postgresql-%a.log, copytruncate), maybe
             # already rewritten past our position: what was pending is complete, the file starts over.
-            await self._commit(f.reader.flush(), [f])
+            await self._commit(await f.reader.flush(), [f])
             self._retire(f)
-            f.reader = self._new_reader()
+            await f.reader.aclose()
+            f.reader = await self._new_reader()
             f.base = f.committed = f.read_pos = f.seen_lines = 0
             f.head = b""
         if len(f.head) < HEAD_BYTES and size > len(f.head):
             f.head = os.pread(fd, HEAD_BYTES, 0)
         await self._read_to(f, fd, size, now)
-        await self._commit(f.reader.flush_idle(now), [f])
+        await self._commit(await f.reader.flush_idle(now), [f])
 
     async def _read_to(self, f: _File, fd: int, size: int, now: float) -> None:
         """Feed the bytes from the read position to `size`, storing every APPEND_LINES lines.
@@ -289,7 +291,7 @@ class DatabaseFollower:
         While one batch is written (SQLite works in the store's thread, without the GIL) the next
         chunk is parsed; batches are still stored one after the other, in order.
         """
-        lines: list[LogLine] = []
+        lines: list[Row] = []
         writing: asyncio.Future[None] | None = None
         try:
             while f.read_pos < size:
@@ -298,7 +300,7 @@ class DatabaseFollower:
                     break
                 f.read_pos += len(chunk)
                 f.seen_lines += chunk.count(b"\n")
-                lines.extend(f.reader.feed(chunk, now))
+                lines.extend(await f.reader.feed(chunk, now))
                 if len(lines) >= APPEND_LINES:
                     batch = self._prepare(lines, [f])  # offsets as of these lines, before parsing on
                     if writing is not None:
@@ -315,11 +317,12 @@ class DatabaseFollower:
         if f.fh is not None:
             fd = f.fh.fileno()
             await self._read_to(f, fd, os.fstat(fd).st_size, self._clock.monotonic())
-        await self._commit(f.reader.flush(), [f])
+        await self._commit(await f.reader.flush(), [f])
         self._retire(f)
+        await f.reader.aclose()
         f.close()
 
-    def _prepare(self, lines: list[LogLine], files: list[_File]) -> tuple[list[LogLine], list[SourceFile], int]:
+    def _prepare(self, lines: list[Row], files: list[_File]) -> tuple[list[Row], list[SourceFile], int]:
         """Snapshot what to store: the lines and each file's offset right after them.
 
         Taken synchronously, so the offsets match the lines even while the next chunk is parsed;
@@ -338,13 +341,13 @@ class DatabaseFollower:
                 self._known[(f.dev, f.ino)] = sf
         return lines, offsets, raw
 
-    async def _write(self, lines: list[LogLine], offsets: list[SourceFile], raw: int) -> None:
+    async def _write(self, lines: list[Row], offsets: list[SourceFile], raw: int) -> None:
         if not lines and not offsets:
             return
-        await self._store.append(self.identity, lines, offsets, raw)
+        await self._store.append_rows(self.identity, lines, offsets, raw)
         self.lines_read += len(lines)
         self.bytes_read += raw
 
-    async def _commit(self, lines: list[LogLine], files: list[_File]) -> None:
+    async def _commit(self, lines: list[Row], files: list[_File]) -> None:
         """Store lines and the offsets they take each file to, in one transaction."""
         await self._write(*self._prepare(lines, files))

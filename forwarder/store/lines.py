@@ -102,11 +102,13 @@ def splice_id(line_id: int, doc: bytes) -> bytes:
     return b'{"id":"%d",%s' % (line_id, doc[1:])
 
 
-def append(conn: sqlite3.Connection, identity: Identity, lines: Sequence[LogLine]) -> tuple[int, int]:
-    """Insert lines (inside the caller's transaction); returns (first id, last id), (0, 0) if none."""
-    if not lines:
-        return (0, 0)
-    rows = []
+# A line ready to insert: (db code, time_us, kind code, group key, fingerprint, size, doc).
+Row = tuple[int, int, int, int, str | None, int, bytes]
+
+
+def encode_rows(identity: Identity, lines: Sequence[LogLine]) -> list[Row]:
+    """Lines as rows of the lines table: each serialized once, here (a parse worker may do it)."""
+    rows: list[Row] = []
     for line in lines:
         doc = encode_doc(identity, line)
         rows.append(
@@ -120,13 +122,23 @@ def append(conn: sqlite3.Connection, identity: Identity, lines: Sequence[LogLine
                 doc,
             )
         )
-    cur = conn.executemany(
-        "INSERT INTO lines (db, time_us, kind, group_key, fingerprint, size, doc) VALUES (?,?,?,?,?,?,?)",
-        rows,
+    return rows
+
+
+def append_rows(conn: sqlite3.Connection, rows: Sequence[Row]) -> tuple[int, int]:
+    """Insert rows (inside the caller's transaction); returns (first id, last id), (0, 0) if none."""
+    if not rows:
+        return (0, 0)
+    conn.executemany(
+        "INSERT INTO lines (db, time_us, kind, group_key, fingerprint, size, doc) VALUES (?,?,?,?,?,?,?)", rows
     )
-    del cur
     last: int = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
     return (last - len(rows) + 1, last)
+
+
+def append(conn: sqlite3.Connection, identity: Identity, lines: Sequence[LogLine]) -> tuple[int, int]:
+    """Insert lines (inside the caller's transaction); returns (first id, last id), (0, 0) if none."""
+    return append_rows(conn, encode_rows(identity, lines))
 
 
 def head_id(conn: sqlite3.Connection) -> int:

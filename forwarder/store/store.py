@@ -151,15 +151,21 @@ class Store:
         self, identity: L.Identity, lines: Sequence[LogLine], files: Sequence[S.SourceFile], raw_bytes: int
     ) -> int:
         """Store lines and the file offsets they came from in ONE transaction; returns the head id."""
+        return await self.append_rows(identity, L.encode_rows(identity, lines), files, raw_bytes)
+
+    async def append_rows(
+        self, identity: L.Identity, rows: Sequence[L.Row], files: Sequence[S.SourceFile], raw_bytes: int
+    ) -> int:
+        """`append` for lines already encoded (by a parse worker)."""
         now_us = self._now_us()
         day = day_of(self._clock.now())
 
         def _txn(conn: sqlite3.Connection) -> int:
-            _, last = L.append(conn, identity, lines)
+            _, last = L.append_rows(conn, rows)
             for sf in files:
                 S.put_source_file(conn, identity.database_id, sf, now_us)
-            if lines or raw_bytes:
-                S.add_usage(conn, identity.code, day, len(lines), raw_bytes)
+            if rows or raw_bytes:
+                S.add_usage(conn, identity.code, day, len(rows), raw_bytes)
             return last
 
         last = await self._write(_txn)

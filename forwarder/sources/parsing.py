@@ -1,0 +1,188 @@
+"""Parsing beside the daemon: PostgreSQL log bytes in, rows for the store out, in a worker process.
+
+The daemon's Python work is mostly parsing (pglog) and storing (SQLite, whose C code runs
+without the GIL); in one process they share one core. A parse worker takes the parsing, the
+value removal and the serialization of each line onto the second core, and hands back rows that
+are ready to insert (store.lines.Row) with the reader's committed offset, so the follower's
+exactly-once bookkeeping is the same as in process:
+
+    follower --feed(chunk)--> worker: reader.feed -> encode_rows --> (rows, committed_offset)
+
+A worker keeps the readers' state (pending entries); if it dies, the follower starts over from
+the offsets in the store (`DatabaseFollower._start_over`) with new readers in a new worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from forwarder.config import LogFormat
+from forwarder.pglog import EntryReader, make_reader
+from forwarder.store.lines import Identity, Row, encode_rows
+
+
+@dataclass(frozen=True, slots=True)
+class ReaderSpec:
+    """What a reader of one file needs to know."""
+
+    fmt: LogFormat
+    line_prefix: str
+    timezone: str
+    identity: Identity
+
+
+Parsed = tuple[list[Row], int, int]  # rows, committed offset, lines matched
+
+
+class AsyncReader(Protocol):
+    """An EntryReader whose results are rows, possibly computed in another process."""
+
+    full_text: bool
+
+    @property
+    def committed_offset(self) -> int: ...
+    @property
+    def lines_matched(self) -> int: ...
+    async def feed(self, data: bytes, now: float) -> list[Row]: ...
+    async def flush_idle(self, now: float) -> list[Row]: ...
+    async def flush(self) -> list[Row]: ...
+    async def aclose(self) -> None: ...
+
+
+class LocalReader:
+    """Parses in this process (tests, `ingest.parse_workers = 0`)."""
+
+    def __init__(self, spec: ReaderSpec, full_text: bool) -> None:
+        self._reader = make_reader(spec.fmt, line_prefix=spec.line_prefix, timezone=spec.timezone, full_text=full_text)
+        self._identity = spec.identity
+        self.full_text = full_text
+
+    @property
+    def committed_offset(self) -> int:
+        return self._reader.committed_offset
+
+    @property
+    def lines_matched(self) -> int:
+        return self._reader.lines_matched
+
+    async def feed(self, data: bytes, now: float) -> list[Row]:
+        self._reader.full_text = self.full_text
+        return encode_rows(self._identity, self._reader.feed(data, now))
+
+    async def flush_idle(self, now: float) -> list[Row]:
+        self._reader.full_text = self.full_text
+        return encode_rows(self._identity, self._reader.flush_idle(now))
+
+    async def flush(self) -> list[Row]:
+        self._reader.full_text = self.full_text
+        return encode_rows(self._identity, self._reader.flush())
+
+    async def aclose(self) -> None:
+        return None
+
+
+# --- in the worker process ------------------------------------------------------------------
+
+_READERS: dict[int, tuple[EntryReader, Identity]] = {}
+
+
+def _w_open(handle: int, spec: ReaderSpec, full_text: bool) -> None:
+    reader = make_reader(spec.fmt, line_prefix=spec.line_prefix, timezone=spec.timezone, full_text=full_text)
+    _READERS[handle] = (reader, spec.identity)
+
+
+def _w_call(handle: int, op: str, full_text: bool, data: bytes, now: float) -> Parsed:
+    reader, identity = _READERS[handle]
+    reader.full_text = full_text
+    if op == "feed":
+        lines = reader.feed(data, now)
+    elif op == "idle":
+        lines = reader.flush_idle(now)
+    else:
+        lines = reader.flush()
+    return encode_rows(identity, lines), reader.committed_offset, reader.lines_matched
+
+
+def _w_close(handle: int) -> None:
+    _READERS.pop(handle, None)
+
+
+# --- in the daemon --------------------------------------------------------------------------
+
+
+class ParseWorker:
+    """One worker process and the readers that live in it; `aclose()` stops it."""
+
+    def __init__(self) -> None:
+        self._pool: ProcessPoolExecutor | None = None
+        self._handles = itertools.count(1)
+
+    def _executor(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            # spawn: a fresh interpreter, no copy of the daemon's event loop or open connections.
+            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        return self._pool
+
+    async def call(self, fn: Any, *args: Any) -> Any:
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor(), fn, *args)
+        except BrokenProcessPool:
+            # The worker died: its readers are gone. The next call starts a new one; the follower
+            # starts over from the stored offsets.
+            self._pool = None
+            raise
+
+    async def open(self, spec: ReaderSpec, full_text: bool) -> WorkerReader:
+        handle = next(self._handles)
+        await self.call(_w_open, handle, spec, full_text)
+        return WorkerReader(self, handle, full_text)
+
+    async def aclose(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+class WorkerReader:
+    """A reader living in a ParseWorker."""
+
+    def __init__(self, worker: ParseWorker, handle: int, full_text: bool) -> None:
+        self._worker = worker
+        self._handle = handle
+        self.full_text = full_text
+        self._committed = 0
+        self._matched = 0
+
+    @property
+    def committed_offset(self) -> int:
+        return self._committed
+
+    @property
+    def lines_matched(self) -> int:
+        return self._matched
+
+    async def _call(self, op: str, data: bytes = b"", now: float = 0.0) -> list[Row]:
+        rows, self._committed, self._matched = await self._worker.call(
+            _w_call, self._handle, op, self.full_text, data, now
+        )
+        return rows  # type: ignore[no-any-return]
+
+    async def feed(self, data: bytes, now: float) -> list[Row]:
+        return await self._call("feed", data, now)
+
+    async def flush_idle(self, now: float) -> list[Row]:
+        return await self._call("idle", b"", now)
+
+    async def flush(self) -> list[Row]:
+        return await self._call("flush")
+
+    async def aclose(self) -> None:
+        with contextlib.suppress(BrokenProcessPool):
+            await self._worker.call(_w_close, self._handle)
