@@ -59,10 +59,16 @@ def make_reader(fmt: Format, *, line_prefix: str, timezone: str, full_text: bool
         from forwarder.pglog.stderr import StderrReader
 
         return StderrReader(line_prefix=line_prefix, timezone=timezone, full_text=full_text)
-    if fmt in ("csvlog", "jsonlog"):
-        # Only the record parsing differs: a subclass of pglog.reader.LineReader that fills a
-        # pglog.entry.Entry per record; classification and value removal are shared.
-        raise NotImplementedError(f"the {fmt} format comes with the PostgreSQL log fidelity issue")
+    # csvlog and jsonlog differ from stderr only in how a record's fields are found: each is a
+    # pglog.reader.LineReader that fills a pglog.entry.Entry per record (`line_prefix` is unused).
+    if fmt == "csvlog":
+        from forwarder.pglog.csvlog import CsvlogReader
+
+        return CsvlogReader(timezone=timezone, full_text=full_text)
+    if fmt == "jsonlog":
+        from forwarder.pglog.jsonlog import JsonlogReader
+
+        return JsonlogReader(timezone=timezone, full_text=full_text)
     raise ValueError(f"unknown log format {fmt!r}")
 
 

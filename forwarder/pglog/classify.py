@@ -6,7 +6,8 @@ other) and returns the kind plus what goes with it:
 
 - `slow_query`: `duration: N ms` with or without `  statement|execute <name>|parse <name>|bind
   <name>: <sql>` (log_min_duration_statement, log_duration). `duration_ms` is N; the SQL moves out
-  of the message into `statement`, the message keeps `duration: N ms  execute S_1`.
+  of the message into `statement`, the message keeps `duration: N ms  execute S_1`. Also
+  auto_explain's `duration: N ms  plan:` and its plan, which stays in the message.
 - `statement`: `statement: <sql>` / `execute <name>: <sql>` (log_statement); the SQL moves to
   `statement` the same way, the message keeps `statement` / `execute <name>`.
 - `lock_wait`: `process N still waiting for|acquired|avoided deadlock for|detected deadlock while
@@ -20,6 +21,15 @@ other) and returns the kind plus what goes with it:
   reserved ...` (PG13-15 and PG16+ texts), `too many connections for role|database` (53300).
 - `checkpoint`, `autovacuum`, `temp_file`, `connection`, `server`: by their message texts.
 - `error`: any other ERROR/FATAL/PANIC; `other`: everything else.
+
+`safe` says the message is proven value-free: it matched, whole, a strict pattern of a message
+PostgreSQL builds from server facts only (durations, statement names, pids, lock tags, counters,
+addresses, the session's own user/database/application). entry.py then keeps such a message as
+it is; every other message goes through the default-deny value removal of redact.py. The
+strict patterns exist for the frequent kinds (slow_query, statement, lock_wait, connection,
+checkpoint, autovacuum, temp_file), where the template table would cost time for nothing; a
+message of those kinds that does not match them (a RAISE that starts like one, an unusual
+statement name, an advisory lock key) is simply not safe.
 
 `sqlstate` is the one the log gave (`%e`, verbose mode, csvlog/jsonlog) or, when it gave none,
 the code a message fixes (deadlock 40P01, too many connections 53300, auth failures 28P01/28000):
@@ -43,6 +53,7 @@ class Classification(NamedTuple):
     duration_ms: float | None
     message: str  # the message, with the SQL of slow_query/statement moved out
     statement: str | None  # the SQL taken out of the message, if any
+    safe: bool = False  # the message is proven value-free (see the module docstring)
 
 
 _ERROR_SEVERITIES: Final = frozenset({"ERROR", "FATAL", "PANIC"})
@@ -50,7 +61,6 @@ _ERROR_SEVERITIES: Final = frozenset({"ERROR", "FATAL", "PANIC"})
 # postgres.c: "duration: %s ms" + optional "  statement: %s" | "  execute %s%s%s: %s" |
 # "  parse %s: %s" | "  bind %s%s%s: %s"
 _DURATION_LABELS: Final = ("  statement", "  execute ", "  parse ", "  bind ")
-_NUMBER: Final = re.compile(r"\d+(?:\.\d+)?").fullmatch
 # postgres.c: "statement: %s" | "execute %s%s%s: %s" (log_statement)
 _STATEMENT: Final = re.compile(r"(statement|execute(?: fetch from)? [^:\n]*): (.*)", re.DOTALL)
 # proc.c: "process %d still waiting for %s on %s after %ld.%03d ms" and friends;
@@ -59,6 +69,49 @@ _LOCK_WAIT: Final = re.compile(
     r"(?:process \d+ (?:still waiting for|acquired|avoided deadlock for|detected deadlock while waiting for"
     r"|failed to acquire) .*? after|recovery (?:still|finished) waiting after) (\d+(?:\.\d+)?) ms"
 )
+# The strict forms behind `safe`. Statement and portal names are the client's identifiers; the
+# label after "duration: N ms" is one of postgres.c's ("  statement" | "  execute[ fetch from] S[/P]"
+# | "  parse S" | "  bind S[/P]").
+_SAFE_LABEL: Final = re.compile(r"  (?:statement|(?:execute(?: fetch from)?|parse|bind) [^\s':]{1,200})").fullmatch
+_COMMON_LABELS: Final = frozenset({"  statement", "  execute <unnamed>", "  parse <unnamed>", "  bind <unnamed>"})
+_SAFE_EXECUTE: Final = re.compile(r"execute(?: fetch from)? [^\s':]{1,200}").fullmatch
+# proc.c ProcSleep: "process %d <verb> %s on %s after %ld.%03d ms". The lock tag (lmgr.c
+# DescribeLockTag) is words and numbers: "transaction 700737", "tuple (0,5) of relation 16384 of
+# database 5", "virtual transaction 3/45", ...; an advisory lock's key ("advisory lock [db,k1,k2,n]")
+# is the application's value and is left to the template table.
+_SAFE_LOCK_WAIT: Final = re.compile(
+    r"(?:process \d+ (?:still waiting for|acquired|avoided deadlock for|detected deadlock while waiting for"
+    r"|failed to acquire) \w+ on [\w ,.()/-]{1,200} after|recovery (?:still|finished) waiting after)"
+    r" \d+(?:\.\d+)? ms(?:: [\w ]{1,100})?"
+).fullmatch
+# Facts: words, numbers, units, punctuation of PostgreSQL's reports, and double-quoted names;
+# no single quote (the carrier of literals), no dollar sign. Possessive quantifiers (Python 3.11+):
+# a report is long, and a failing match must not backtrack through the ways to split it.
+_FACTS: Final = r"""(?:[\w \t.,;:%()=/+\[\]-]++|"[^"\n]{0,300}+")*+"""
+_SAFE_CHECKPOINT: Final = re.compile(
+    rf"(?:checkpoint|restartpoint) (?:starting|complete):{_FACTS}"
+    r"|checkpoints are occurring too frequently \(\d+ seconds? apart\)"
+    r"|recovery restart point at [0-9A-F]{1,8}/[0-9A-F]{1,8}"
+).fullmatch
+# vacuumlazy.c / analyze.c: a first line naming the table, then report lines of counters
+# (PG13-18 forms differ only in the counters).
+_SAFE_AUTOVACUUM: Final = re.compile(
+    r'(?:automatic (?:aggressive )?vacuum (?:to prevent wraparound )?of table "[^"\n]{1,300}": index scans: \d+'
+    r'|automatic analyze of table "[^"\n]{1,300}")'
+    rf"(?:\n{_FACTS})*"
+    r'|canceling autovacuum task|skipping (?:vacuum|analyze) of "[^"\n]{1,300}" --- [\w ]{1,60}'
+).fullmatch
+_SAFE_TEMP_FILE: Final = re.compile(r'temporary file: path "[^"\n]{1,1000}", size \d+').fullmatch
+# postmaster.c / postinit.c / postgres.c / backend_startup.c (PG18 "connection ready"). user,
+# database and application_name are in the line's own fields anyway.
+_SAFE_CONNECTION: Final = re.compile(
+    r"connection received: host=[^\s']{1,300}(?: port=\d+)?"
+    r"|(?:replication )?connection authorized: user=[^\n']{0,1000}"
+    r'|connection authenticated: (?:identity|user)="[^"\n]{0,300}" method=[\w-]+ \([^\n\']{1,1000}:\d+\)'
+    r"|disconnection: session time: \d+:\d\d:\d\d\.\d{3} user=[^\n']{0,1000}"
+    r"|connection ready: [\w .,=]{0,300}"
+).fullmatch
+
 _AUTH_OTHER: Final = re.compile(r"[\w-]+ authentication failed for user ")
 # postmaster.c: "server process (PID %d) was terminated by signal %d: %s", "... exited with exit code %d"
 _PROC_EXIT: Final = re.compile(r"\(PID \d+\) (?:was terminated by|exited with exit code)")
@@ -69,6 +122,7 @@ _CONNECTION_PREFIXES: Final = (
     "connection authenticated:",
     "disconnection:",
     "replication connection authorized:",
+    "connection ready:",
 )
 _SERVER_PREFIXES: Final = (
     "database system is ",
@@ -128,6 +182,11 @@ _TOO_MANY_PREFIXES: Final = (
 )
 
 
+# Classification(...) goes through a generated Python __new__; tuple.__new__ builds the same
+# object in C (classify runs once per entry).
+_new: Final = tuple.__new__
+
+
 def _state(sqlstate: str | None, fixed: str) -> str:
     return sqlstate if sqlstate is not None else fixed
 
@@ -144,51 +203,79 @@ def classify(severity: str, message: str, sqlstate: str | None) -> Classificatio
             if ms_end > 10:
                 number = message[10:ms_end]
                 rest = ms_end + 3
-                if rest == len(message) and _NUMBER(number) is not None:
-                    return Classification("slow_query", sqlstate, float(number), message, None)
-                colon = message.find(": ", rest)
-                if (
-                    colon > 0
+                # "%ld.%03d": digits, a dot, digits (isdecimal takes other Unicode decimal
+                # digits too, which float() reads as well)
+                if not number.replace(".", "", 1).isdecimal():
+                    pass
+                elif rest == len(message):
+                    return _new(Classification, ("slow_query", sqlstate, float(number), message, None, True))
+                elif (
+                    (colon := message.find(": ", rest)) > 0
                     and message.startswith(_DURATION_LABELS, rest)
-                    and "\n" not in message[rest:colon]
-                    and _NUMBER(number) is not None
+                    and "\n" not in (label := message[rest:colon])
                 ):
-                    return Classification("slow_query", sqlstate, float(number), message[:colon], message[colon + 2 :])
+                    safe = label in _COMMON_LABELS or _SAFE_LABEL(label) is not None
+                    return _new(
+                        Classification,
+                        ("slow_query", sqlstate, float(number), message[:colon], message[colon + 2 :], safe),
+                    )
+                elif message.startswith("  plan:", rest):
+                    # auto_explain (contrib/auto_explain/auto_explain.c): "duration: %.3f ms  plan:\n%s".
+                    # The plan (text, JSON, YAML or XML) holds the query text and the values of its
+                    # filters: it stays in the message, where value removal keeps the first line.
+                    return _new(Classification, ("slow_query", sqlstate, float(number), message, None, False))
         elif message.startswith("deadlock detected"):
-            return Classification("deadlock", _state(sqlstate, "40P01"), None, message, None)
+            return _new(Classification, ("deadlock", _state(sqlstate, "40P01"), None, message, None, False))
         elif message.startswith("disconnection:"):
-            return Classification("connection", sqlstate, None, message, None)
+            return _new(
+                Classification, ("connection", sqlstate, None, message, None, _SAFE_CONNECTION(message) is not None)
+            )
     elif c == "c":
         if message.startswith(_CONNECTION_PREFIXES):
-            return Classification("connection", sqlstate, None, message, None)
+            return _new(
+                Classification, ("connection", sqlstate, None, message, None, _SAFE_CONNECTION(message) is not None)
+            )
         if message.startswith(_CHECKPOINT_PREFIXES):
-            return Classification("checkpoint", sqlstate, None, message, None)
+            return _new(
+                Classification, ("checkpoint", sqlstate, None, message, None, _SAFE_CHECKPOINT(message) is not None)
+            )
         if message.startswith("canceling autovacuum task"):
-            return Classification("autovacuum", sqlstate, None, message, None)
+            return _new(
+                Classification, ("autovacuum", sqlstate, None, message, None, _SAFE_AUTOVACUUM(message) is not None)
+            )
     elif c == "s" and message.startswith("statement: "):
-        return Classification("statement", sqlstate, None, "statement", message[11:])
+        return _new(Classification, ("statement", sqlstate, None, "statement", message[11:], True))
     elif c == "e" and message.startswith("execute "):
         m = _STATEMENT.match(message)
         if m is not None:
-            return Classification("statement", sqlstate, None, m.group(1), m.group(2))
+            label = m.group(1)
+            return _new(
+                Classification, ("statement", sqlstate, None, label, m.group(2), _SAFE_EXECUTE(label) is not None)
+            )
     elif c == "p" and message.startswith("process "):
         m = _LOCK_WAIT.match(message)
         if m is not None:
-            return Classification("lock_wait", sqlstate, float(m.group(1)), message, None)
+            safe = _SAFE_LOCK_WAIT(message) is not None
+            return _new(Classification, ("lock_wait", sqlstate, float(m.group(1)), message, None, safe))
     elif c == "t" and message.startswith("temporary file: "):
-        return Classification("temp_file", sqlstate, None, message, None)
+        return _new(Classification, ("temp_file", sqlstate, None, message, None, _SAFE_TEMP_FILE(message) is not None))
     elif c == "a" and message.startswith(_AUTOVACUUM_PREFIXES):
-        return Classification("autovacuum", sqlstate, None, message, None)
+        return _new(
+            Classification, ("autovacuum", sqlstate, None, message, None, _SAFE_AUTOVACUUM(message) is not None)
+        )
 
     # Less frequent texts: checked in full.
     if message.startswith("recovery "):
         m = _LOCK_WAIT.match(message)
         if m is not None:
-            return Classification("lock_wait", sqlstate, float(m.group(1)), message, None)
+            safe = _SAFE_LOCK_WAIT(message) is not None
+            return _new(Classification, ("lock_wait", sqlstate, float(m.group(1)), message, None, safe))
     if message.startswith("replication connection authorized:"):
-        return Classification("connection", sqlstate, None, message, None)
+        return _new(
+            Classification, ("connection", sqlstate, None, message, None, _SAFE_CONNECTION(message) is not None)
+        )
     if message.startswith("password authentication failed for user "):
-        return Classification("auth_failure", _state(sqlstate, "28P01"), None, message, None)
+        return _new(Classification, ("auth_failure", _state(sqlstate, "28P01"), None, message, None, False))
     if (
         message.startswith(("no pg_hba.conf entry ", "pg_hba.conf rejects "))
         or _AUTH_OTHER.match(message) is not None
@@ -198,15 +285,19 @@ def classify(severity: str, message: str, sqlstate: str | None) -> Classificatio
             and message.endswith(('" does not exist', '" is not permitted to log in'))
         )
     ):
-        return Classification("auth_failure", _state(sqlstate, "28000"), None, message, None)
+        return _new(Classification, ("auth_failure", _state(sqlstate, "28000"), None, message, None, False))
     if message.startswith(_TOO_MANY_PREFIXES):
-        return Classification("too_many_connections", _state(sqlstate, "53300"), None, message, None)
+        return _new(Classification, ("too_many_connections", _state(sqlstate, "53300"), None, message, None, False))
     if message.startswith(_CHECKPOINT_PREFIXES):
-        return Classification("checkpoint", sqlstate, None, message, None)
+        return _new(
+            Classification, ("checkpoint", sqlstate, None, message, None, _SAFE_CHECKPOINT(message) is not None)
+        )
     if message.startswith(_AUTOVACUUM_PREFIXES):
-        return Classification("autovacuum", sqlstate, None, message, None)
+        return _new(
+            Classification, ("autovacuum", sqlstate, None, message, None, _SAFE_AUTOVACUUM(message) is not None)
+        )
     if message.startswith(_SERVER_PREFIXES) or ("(PID " in message and _PROC_EXIT.search(message)):
-        return Classification("server", sqlstate, None, message, None)
+        return _new(Classification, ("server", sqlstate, None, message, None, False))
     if severity in _ERROR_SEVERITIES:
-        return Classification("error", sqlstate, None, message, None)
-    return Classification("other", sqlstate, None, message, None)
+        return _new(Classification, ("error", sqlstate, None, message, None, False))
+    return _new(Classification, ("other", sqlstate, None, message, None, False))

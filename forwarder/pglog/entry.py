@@ -9,6 +9,13 @@ Choices documented here because every format shares them:
 - QUERY (the internal query of a PL/pgSQL or SPI error, with its `cursorpos`) has no field of
   its own in SPEC 2.1: it is normalized like a statement and kept as the first line of `context`,
   `internal query: <normalized sql>`, because it says where inside the function the error happened.
+- Value removal (full_text off): the statement is normalized (`normalize_statement`, which also
+  gives the fingerprint); message, detail, hint and context go through redact.py's default-deny
+  template table, except a message that `classify` proved value-free (`Classification.safe`:
+  it matched, whole, a strict pattern of a message PostgreSQL builds from server facts only,
+  for the frequent kinds slow_query, statement, lock_wait, connection, checkpoint, autovacuum,
+  temp_file). A kind alone is no proof: RAISE LOG can write "checkpoint starting: <anything>".
+  With full_text on, only passwords are removed (`scrub_passwords`), everywhere.
 - LOCATION (`log_error_verbosity = verbose`: `exec_simple_query, postgres.c:1234`) is PostgreSQL's
   source location, not something about the database: it is dropped.
 - A line that belongs to no entry (text that matches no prefix with nothing pending to continue,
@@ -20,19 +27,12 @@ Choices documented here because every format shares them:
 
 from __future__ import annotations
 
-from typing import Final
-
 from forwarder.model import Kind, LogLine
 from forwarder.pglog.classify import classify
-from forwarder.pglog.normalize import fingerprint, normalize
-from forwarder.pglog.redact import redact_text, scrub_passwords
+from forwarder.pglog.normalize import normalize, normalize_statement
+from forwarder.pglog.redact import redact_message, redact_text, scrub_passwords
 
-# Kinds whose message PostgreSQL builds from server facts only (counts, timings, identifiers,
-# addresses): no literal value of the user's data can be in them, so they are not scrubbed.
-# Passwords are still scrubbed everywhere.
-_SAFE_MESSAGE_KINDS: Final[frozenset[Kind]] = frozenset(
-    {"slow_query", "statement", "lock_wait", "checkpoint", "autovacuum", "temp_file", "connection", "server"}
-)
+_new_line = tuple.__new__
 
 
 class Entry:
@@ -108,42 +108,52 @@ class Entry:
 
     def finish(self, full_text: bool) -> LogLine:
         """Classify, remove values (unless `full_text`) and build the `LogLine`."""
-        self._close()
+        if self.parts is not None:
+            self._close()
+        kind: Kind
         if self.orphan:
-            kind: Kind = "other"
-            sqlstate, duration, message, statement = self.sqlstate, None, self.message, self.statement
+            kind, sqlstate, duration, message, statement, safe = (
+                "other",
+                self.sqlstate,
+                None,
+                self.message,
+                self.statement,
+                False,
+            )
         else:
-            c = classify(self.severity, self.message, self.sqlstate)
-            kind, sqlstate, duration, message = c.kind, c.sqlstate, c.duration_ms, c.message
-            statement = c.statement if c.statement is not None else self.statement
+            kind, sqlstate, duration, message, statement, safe = classify(self.severity, self.message, self.sqlstate)
+            if statement is None:
+                statement = self.statement
         detail, hint, context, query = self.detail, self.hint, self.context, self.query
-        redacted = False
         fp: str | None = None
+        changed: bool
         if full_text:
+            redacted = False
             if statement is not None:
-                fp = fingerprint(normalize(statement)[0])
-            message, r1 = scrub_passwords(message)
-            r2 = r3 = r4 = r5 = r6 = False
-            if statement is not None:
-                statement, r2 = scrub_passwords(statement)
+                fp = normalize_statement(statement)[2]
+                statement, redacted = scrub_passwords(statement)
+            message, changed = scrub_passwords(message)
+            redacted = redacted or changed
             if detail is not None:
-                detail, r3 = scrub_passwords(detail)
+                detail, changed = scrub_passwords(detail)
+                redacted = redacted or changed
             if hint is not None:
-                hint, r4 = scrub_passwords(hint)
+                hint, changed = scrub_passwords(hint)
+                redacted = redacted or changed
             if context is not None:
-                context, r5 = scrub_passwords(context)
+                context, changed = scrub_passwords(context)
+                redacted = redacted or changed
             if query is not None:
-                query, r6 = scrub_passwords(query)
-            redacted = r1 or r2 or r3 or r4 or r5 or r6
+                query, changed = scrub_passwords(query)
+                redacted = redacted or changed
         else:
             if statement is not None:
-                statement, redacted = normalize(statement)
-                fp = fingerprint(statement)
-            if kind in _SAFE_MESSAGE_KINDS:
-                message, changed = scrub_passwords(message)
+                statement, redacted, fp = normalize_statement(statement)
             else:
-                message, changed = redact_text(message)
-            redacted = redacted or changed
+                redacted = False
+            if not safe:
+                message, changed = redact_message(message)
+                redacted = redacted or changed
             if detail is not None:
                 detail, changed = redact_text(detail)
                 redacted = redacted or changed
@@ -158,23 +168,28 @@ class Entry:
                 redacted = redacted or changed
         if query is not None:
             context = f"internal query: {query}" if context is None else f"internal query: {query}\n{context}"
-        return LogLine(
-            time_us=self.time_us,
-            severity=self.severity,
-            kind=kind,
-            message=message,
-            sqlstate=sqlstate,
-            detail=detail,
-            hint=hint,
-            context=context,
-            statement=statement,
-            user=self.user,
-            database=self.database,
-            application=self.application,
-            client=self.client,
-            pid=self.pid,
-            duration_ms=duration,
-            redacted=redacted,
-            fingerprint=fp,
-            truncated=self.truncated,
+        # tuple.__new__ with all 18 values in LogLine's field order: a third of LogLine(...)'s
+        # cost (see forwarder/model.py); a test checks the result equals LogLine(**fields).
+        return _new_line(
+            LogLine,
+            (
+                self.time_us,
+                self.severity,
+                kind,
+                message,
+                sqlstate,
+                detail,
+                hint,
+                context,
+                statement,
+                self.user,
+                self.database,
+                self.application,
+                self.client,
+                self.pid,
+                duration,
+                redacted,
+                fp,
+                self.truncated,
+            ),
         )

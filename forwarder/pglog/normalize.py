@@ -1,30 +1,59 @@
-"""Statement normalization: literals become positional placeholders `$1, $2, ...`.
+"""Statement normalization: literals become positional placeholders `$1, $2, ...`; fingerprints.
 
-`normalize(sql) -> (text, changed)` is the one entry point. Today it is a lexer scrubber; a later
-issue puts libpg_query in front of it for statements that parse and keeps this scrubber as the
-fallback for those that do not (truncated text, syntax errors), so its contract is the one that
-matters: no literal value survives, whatever the input.
+`normalize(sql) -> (text, changed)` and `normalize_statement(sql) -> (text, changed, fingerprint)`
+are the entry points; nothing else in the daemon touches libpg_query.
+
+1. **libpg_query first** (through `pgparse`, BSD-3-Clause; pglast is GPL-3 and does not fit an
+   Apache-2.0 project, see docs/dependencies.md). `pgparse.normalize` is PostgreSQL's own parser
+   plus pg_stat_statements' constant replacement: every literal the grammar sees as a constant
+   becomes `$n` (numbered after the statement's own highest `$n`), and `-5` is one constant.
+2. **The lexer scrubber below, after it or instead of it.** libpg_query keeps comments (people
+   paste values into them) and leaves the literals of some utility statements raw
+   (`CREATE TABLE ... DEFAULT 'x'`, `ALTER SYSTEM SET x = '1GB'`, `COPY t FROM '/path'`,
+   `PREPARE p AS SELECT 1`): when its output still holds a quote, a comment, a dollar quote or a
+   bare number, the scrubber runs over that output. A statement that does not parse (cut by
+   `track_activity_query_size` or the 1 MiB entry cap, a syntax error, a grammar newer than pgparse
+   1.x's PostgreSQL 17 parser) goes to the scrubber alone; so does one libpg_query must not be
+   given (longer than 8 KiB, a NUL byte, many comment openers: see `_MAX_PARSE`). Either way no
+   literal survives: a statement is never emitted raw.
 
 What the scrubber does, token by token (PostgreSQL's lexer rules, src/backend/parser/scan.l):
 
 - single-quoted strings, with doubled quotes, `E'...'` (backslash escapes), `B'...'`, `X'...'`,
   `N'...'`, `U&'...'`, and dollar-quoted `$tag$...$tag$` bodies -> `$n`;
 - numeric literals (`42`, `1.5`, `.5`, `1e5`, `0x1F`, `0o17`, `0b101`, `1_000`) -> `$n`;
-- comments (`-- ...` and `/* ... */`) are removed: people paste values into them;
+- comments (`-- ...` and `/* ... */`) are removed;
 - identifiers, keywords, double-quoted identifiers and existing `$n` parameters are kept.
   New placeholders are numbered after the highest existing `$n`, as pg_stat_statements does,
   so they never collide with the statement's own parameters.
-- An unterminated string, dollar quote or comment (a statement cut by `track_activity_query_size`
-  or by the 1 MiB entry cap) is replaced up to the end of the text, never left raw.
+- An unterminated string, dollar quote or comment is replaced up to the end of the text, never
+  left raw.
 
 Whitespace is kept as it is. `changed` is true when anything was replaced or removed.
+
+**Fingerprint** (the future query id, `LogLine.fingerprint`, 16 hex digits): a 64-bit BLAKE2b
+hash of the normalized text, with lists of parameters collapsed, so that statements differing
+only in literal values or in the length of an IN list share it (what libpg_query's fingerprint
+ignores too; see `fingerprint`). Not `pgparse.fingerprint`: it parses the statement a second
+time (~6 µs), and a log of many distinct query shapes (the benchmark's mix has ~50,000 in 100,000
+statements) then loses ~12% of its parse rate, cache or not; nor is libpg_query given statements
+it may crash on (see `_MAX_PARSE`) a second time.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from typing import Final
+
+import pgparse  # type: ignore[import-not-found]  # a C extension without type stubs
+
+# Typed once here (and bound, which saves two attribute lookups per statement).
+_PG_NORMALIZE: Final[Callable[[str], str]] = pgparse.normalize
+_PG_FINGERPRINT: Final[Callable[[str], str]] = pgparse.fingerprint
+# ValueError: a lone surrogate (JSON can carry one) cannot be encoded to UTF-8 for the C side.
+_PG_ERRORS: Final[tuple[type[Exception], ...]] = (pgparse.PGQueryError, ValueError)
 
 # The pattern starts with a character class so that re's search skips, in C, every position that
 # cannot start a token; each branch then checks what that first character was with a lookbehind.
@@ -97,8 +126,8 @@ class _Numberer:
         return f"${self.n}"
 
 
-def normalize(sql: str) -> tuple[str, bool]:
-    """`sql` with every literal replaced by `$n` and comments removed; and whether anything changed."""
+def scrub(sql: str) -> tuple[str, bool]:
+    """The lexer scrubber alone: `sql` with every literal replaced by `$n` and comments removed."""
     start = 0
     if "$" in sql:
         for p in _PARAM.findall(sql):
@@ -111,10 +140,85 @@ def normalize(sql: str) -> tuple[str, bool]:
     return out, numberer.changed
 
 
-def fingerprint(normalized: str) -> str:
-    """A stable 16-hex-digit id of a normalized statement.
+# What libpg_query's normalization can leave behind (see the module docstring): a quote, a comment,
+# a dollar quote, or a number that is not part of a word or a `$n`. A position after BY
+# (`ORDER BY 2`, `GROUP BY 1`) is left: libpg_query keeps it on purpose, it names a column.
+# Written like `_LEX` (a leading character class, then lookbehinds) so that re skips the other
+# characters in C.
+_LEFTOVER: Final = re.compile(
+    r"[-/'$0-9](?:(?<=')|(?<=-)-|(?<=/)\*|(?<=\$)(?:[A-Za-z_\x80-\U0010ffff][\w\x80-\U0010ffff]*)?\$"
+    r"|(?<=[0-9])(?<![\w$][0-9])(?<!BY [0-9]))"
+).search
 
-    A stand-in for libpg_query's fingerprint until that lands; both identify a query shape (this
-    one is also sensitive to whitespace, which an application does not vary for the same query).
+
+# libpg_query is not given what it handles badly (found by feeding it crafted statements):
+# - its normalization walks the parse tree recursively without a depth check, and a left-deep
+#   chain such as `1+1+1+...` (which the parser builds without recursing) is as deep as it is long:
+#   ~20,000 levels overflow an 8 MiB C stack and kill the process (SIGSEGV), at ~400 bytes a
+#   level. 8 KiB of text is at most ~4,000 levels, ~1.6 MiB of stack: safe on the main thread,
+#   where the daemon parses. Longer statements (bulk INSERTs, mostly) go to the scrubber, which
+#   removes their literals just as well.
+# - its lexer is quadratic in nested comment openers (`/*/*/*...`: 16,000 take 1.3 s).
+_MAX_PARSE: Final = 8 * 1024
+_MAX_COMMENTS: Final = 64
+
+# DML whose constants libpg_query replaced (pg_stat_statements' rule: every A_Const of a
+# SELECT/INSERT/UPDATE/DELETE/MERGE): what is left there is a typmod (numeric(10,2)) or a
+# position (ORDER BY 2), so only quotes and comments are looked for, not numbers.
+# (A statement that starts otherwise, with a parenthesis or a newline, just takes the full check.)
+_DML_HEADS: Final = ("SELECT ", "INSERT ", "UPDATE ", "DELETE ", "MERGE ", "WITH ", "VALUES ")
+
+
+def normalize(sql: str) -> tuple[str, bool]:
+    """`sql` with every literal replaced by `$n` and comments removed; and whether anything changed."""
+    text, changed, _ = normalize_statement(sql, False)
+    return text, changed
+
+
+def normalize_statement(sql: str, with_fingerprint: bool = True) -> tuple[str, bool, str]:
+    """`normalize(sql)` plus the statement's fingerprint (16 hex digits; "" if not asked for)."""
+    parsed: str | None
+    if len(sql) > _MAX_PARSE or "\x00" in sql or ("/*" in sql and sql.count("/*") > _MAX_COMMENTS):
+        parsed = None  # see _MAX_PARSE; a NUL: C would read only up to it
+    else:
+        try:
+            parsed = _PG_NORMALIZE(sql)
+        except _PG_ERRORS:
+            parsed = None
+    if parsed is None:
+        text, changed = scrub(sql)
+        return text, changed, fingerprint(text) if with_fingerprint else ""
+    if (
+        ("'" in parsed or "--" in parsed or "/*" in parsed)
+        if parsed[:7].upper().startswith(_DML_HEADS)
+        else _LEFTOVER(parsed) is not None
+    ):
+        parsed, _ = scrub(parsed)
+    # (libpg_query writes a national string N'x' as N$1, keeping the N: harmless, and looking
+    # for it would cost as much as the checks above.)
+    return parsed, parsed != sql, fingerprint(parsed) if with_fingerprint else ""
+
+
+# A parameter, or a list of them: `IN ($1, $2, $3)` and `IN ($4, $5)` have one shape.
+_PARAMS: Final = re.compile(r"\$\d+(?:\s*,\s*\$\d+)*")
+
+
+def fingerprint(normalized: str) -> str:
+    """A stable 16-hex-digit id of a normalized statement's shape (see the module docstring).
+
+    BLAKE2b-64 of the normalized text; when it holds a list of parameters (`IN ($1, $2, $3)`),
+    every parameter and list is first written as `$`, so that the length of a list (and the
+    numbering it shifts) does not matter. Statements that differ only in literal values or in the
+    length of their lists of two or more share it. (Only then: the rewrite costs a regex pass,
+    and the numbering of a statement without lists depends on its shape alone.)
     """
-    return hashlib.blake2b(normalized.encode("utf-8", "replace"), digest_size=8).hexdigest()
+    if ", $" in normalized or ",$" in normalized:
+        normalized = _PARAMS.sub("$", normalized)
+    return _hash(normalized)
+
+
+_BLAKE2B: Final = hashlib.blake2b
+
+
+def _hash(text: str) -> str:
+    return _BLAKE2B(text.encode("utf-8", "replace"), digest_size=8).hexdigest()

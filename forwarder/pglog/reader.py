@@ -4,6 +4,10 @@ A format subclass implements `_line(raw, start, cut)` for each complete physical
 `_begin` / `_emit_pending` to manage the one pending entry. This class owns the `EntryReader`
 contract of `forwarder.pglog`: `committed_offset`, partial lines, idle flush and end-of-file flush.
 
+A format whose records may span physical lines (csvlog's quoted newlines) sets `_record_start`
+while a record is open, so that `committed_offset` stays at the record's start, and may override
+`_dropped` to see the bytes of an over-long line that are not kept (to count its quotes).
+
 Why at most one pending entry: PostgreSQL's logging collector (syslogger.c) writes each message
 (primary line plus its DETAIL/HINT/CONTEXT/STATEMENT lines) to the file in one piece, so messages
 of different processes never interleave in a file, and an entry is complete when the next primary
@@ -38,12 +42,15 @@ class LineReader(ABC):
         self._last_data: float | None = None
         self._out: list[LogLine] = []
         self.lines_matched = 0  # physical lines in the configured format (see EntryReader)
+        self._record_start = -1  # start of a record still open across physical lines, or -1
 
     @property
     def committed_offset(self) -> int:
         """Bytes since the reader's start that belong to entries already returned."""
-        # A partial line always starts at `_consumed`, and a pending entry starts at or before it.
-        return self._pending_start if self._pending is not None else self._consumed
+        # A partial line always starts at `_consumed`, and a pending entry starts at or before it;
+        # so does a record still open across physical lines (`_record_start`).
+        start = self._pending_start if self._pending is not None else self._consumed
+        return start if self._record_start < 0 else min(start, self._record_start)
 
     def feed(self, data: bytes, now: float) -> list[LogLine]:
         """Take the next bytes of the file; return the entries they complete.
@@ -71,6 +78,7 @@ class LineReader(ABC):
             for raw in data[start:last].split(b"\n"):
                 n = len(raw)
                 if n > MAX_ENTRY_BYTES:
+                    self._dropped(raw[MAX_ENTRY_BYTES:])
                     line(raw[:MAX_ENTRY_BYTES], off, True)
                 else:
                     line(raw, off, False)
@@ -107,6 +115,10 @@ class LineReader(ABC):
         `cut` says the line was longer than MAX_ENTRY_BYTES and `raw` holds only its beginning.
         """
 
+    def _dropped(self, data: bytes) -> None:
+        """Bytes of an over-long line past MAX_ENTRY_BYTES, not kept; seen before `_line` gets the line."""
+        return  # most formats have no use for them
+
     def _begin(self, entry: Entry, start: int) -> None:
         """Emit the pending entry and make `entry` (starting at byte `start`) the pending one."""
         if self._pending is not None:
@@ -127,6 +139,10 @@ class LineReader(ABC):
             kept = data[:room]
             self._partial.append(kept)
             self._partial_kept += len(kept)
+            if len(data) > room:
+                self._dropped(data[room:])
+        else:
+            self._dropped(data)
         self._partial_len += len(data)
 
     def _take_partial(self, newline: int) -> None:

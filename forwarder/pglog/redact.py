@@ -1,157 +1,887 @@
-"""Value removal from the text fields of an entry (message, detail, hint, context).
+"""Value removal from the text fields of an entry (message, detail, hint, context): default deny.
 
 The token: a removed value becomes `...` (`TOKEN`). The punctuation PostgreSQL put around the
 value stays, so `Key (email)=(bob@example.com) already exists.` becomes
 `Key (email)=(...) already exists.` and `invalid input syntax for type integer: "abc"` becomes
-`invalid input syntax for type integer: "..."`. Identifiers (table, column, constraint, role
-names) stay: they are what makes a line useful, and they are not values.
+`invalid input syntax for type integer: "..."`. Identifiers (table, column, constraint, role,
+type, function names), numbers that are server facts (positions, pids, sizes, counts, oids) and
+PostgreSQL's own wording stay: they are what makes a line useful and they are not the user's data.
 
-`redact_text` first applies a table of PostgreSQL's message templates that carry values
-(unique/foreign-key/exclusion `Key (...)=(...)`, `Failing row contains (...)`, bind parameters,
-input-syntax and out-of-range values, `Process N: <sql>` in deadlock details, `SQL statement
-"..."` in context, COPY/JSON context, the pg_hba.conf line in authentication details), then a
-conservative generic scrub for anything else: single-quoted literals and numbers go,
-double-quoted identifiers, typmods such as `(10)` and tuple ids such as `(0,5)` stay, and so
-do numbers that name a position or a process (`at character 15`, `line 3`, `statement 1`, `process 123`,
-`transaction 456`, `PID 789`, the pids of a lock's holders and wait queue, WAL locations).
-Whether unknown messages (RAISE, extensions) should instead be replaced whole (default deny) is
-decided by the PostgreSQL log fidelity issue.
+**Default deny.** `redact_text` knows PostgreSQL's messages through `_TEMPLATES`, a table of their
+English texts (PostgreSQL 13-18, `lc_messages = 'C'`) in which every variable part is a typed
+placeholder: kept when it can only be an identifier, a number or server text, replaced when it is
+a value, normalized when it is SQL. A field is read line by line (a template may span lines when
+its SQL does); the first line that matches no template is replaced, with the rest of the field,
+by one `TOKEN`: the lines after an unknown one are most likely more of the same unknown text (a
+RAISE message with newlines, a value with newlines), and reading them as messages could keep a
+value that happens to look like one. So the output of RAISE, of extensions and of messages this
+table does not know yet never leaves the server. A field longer than 64 KiB is replaced whole:
+PostgreSQL's own messages are short (it cuts key values and row values, track_activity_query_size
+cuts statements), and it bounds the time a crafted text can cost. Because classification runs on the text
+before this step (entry.py), a replaced message still has its kind; and because the grouping of
+the API is kind plus value-free message, every template added here turns a `...` group into a
+useful one.
+
+Placeholders (`%%` is a literal percent sign):
+
+    %i  text inside double quotes, kept: an identifier ("orders", "shop.public.t", a file path)
+    %w  one word, kept: a bare name, a keyword, a lock mode, an auth method (no space or quote)
+    %n  a number, kept
+    %t  a type name, kept: integer, character varying(10), timestamp with time zone, mood[]
+    %f  a function or operator signature, kept: f(integer, text)
+    %s  server text without quotes, kept: an OS error, a WAL location, a time, a reason
+    %c  a setting's value, kept when it is a number with its unit (250ms, 4GB) or one lowercase
+        word (on, replica, debug1); anything else (a connection string, a path, a key) has a
+        template with %v after it
+    %k  a token of `syntax error at or near "..."`, kept when it is a keyword, identifier or
+        operator (a later template with %v takes literals)
+    %v  a value: replaced by TOKEN (within its line)
+    %q  SQL: normalized like a statement (literals -> $n), may span lines
+    %Q  SQL to the end of the field (or to the next `Process N: ` line of a deadlock report)
+    %p  a bind parameter list `$1 = '...', $2 = NULL`: each quoted value replaced (within its line)
 
 `scrub_passwords` runs on every field even when the database sends full text: `PASSWORD '...'`
-(CREATE/ALTER ROLE, `OPTIONS (password '...')`), `password=...` in connection strings and the
-password of a `scheme://user:password@host` URI never leave the server.
+(CREATE/ALTER ROLE, `OPTIONS (password '...')`), `password=...` in connection strings (dblink,
+CREATE SUBSCRIPTION ... CONNECTION '...', postgres_fdw) and the password of a
+`scheme://user:password@host` URI never leave the server. It runs first in `redact_text` too.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Final
 
 from forwarder.pglog.normalize import normalize
 
 TOKEN: Final = "..."  # noqa: S105  # the replacement token, not a password
 
-_Rule = tuple[str, re.Pattern[str], str | Callable[[re.Match[str]], str]]
+_KEEP: Final = 0
+_VALUE: Final = 1
+_SQL: Final = 2
+_PARAMS: Final = 3
 
+# Kept placeholders are bounded: a line that does not match must fail fast, not backtrack through
+# every way to split a long line (a value such as ")=()=(" repeated would otherwise make a
+# template like `Key (%s)=(%v)` quadratic).
+_PLACEHOLDERS: Final[dict[str, tuple[str, int]]] = {
+    "i": (r'[^"\n]{0,300}', _KEEP),
+    "w": (r"[^\s\"',()]{1,200}", _KEEP),
+    "n": (r"-?\d{1,20}(?:\.\d{1,20})?", _KEEP),
+    "t": (r"[\w$.\" \[\]]{1,100}?(?:\(\d{1,10}(?:,\d{1,10})?\))?(?:\[\])*", _KEEP),
+    "f": (r"[\w$.\"]{1,200}\([^()'\n]{0,500}\)", _KEEP),
+    "s": (r"[^'\"\n]{0,300}?", _KEEP),
+    "c": (r"-?\d{1,20}(?:\.\d{1,20})?(?:[a-zA-Z]{1,3})?|[a-z][a-z0-9_]{0,31}", _KEEP),
+    "k": (r"[A-Za-z_\x80-\U0010ffff][\w$\x80-\U0010ffff]{0,100}|[^\w\s'\"$]{1,3}", _KEEP),
+    "v": (r"[^\n]*?", _VALUE),
+    "q": (r".*?", _SQL),
+    "Q": (r".*?(?=\nProcess \d{1,10}: |\Z)", _SQL),
+    "p": (r"[^\n]*?", _PARAMS),
+}
 
-def _sql_in_group2(m: re.Match[str]) -> str:
-    """Group 1 is the text before a statement in group 2, group 3 the text after it."""
-    sql, _ = normalize(m.group(2))
-    return f"{m.group(1)}{sql}{m.group(3)}"
-
-
-# (guard substring, pattern, replacement): the guard is a cheap `in` test that keeps the regex off
-# texts that cannot match. Patterns follow the English message texts of PostgreSQL 13-18.
-_RULES: Final[tuple[_Rule, ...]] = (
-    # nbtinsert.c / ri_triggers.c / execIndexing.c: Key (cols)=(vals) already exists. | is not present
-    # in table | is still referenced from table | conflicts with existing key (cols)=(vals).
-    (
-        ")=(",
-        re.compile(
-            r"(\)=\()(.*?)(\)(?: already exists| is not present in | is still referenced from "
-            r"| conflicts with |\.?$))",
-            re.DOTALL | re.MULTILINE,
-        ),
-        rf"\1{TOKEN}\3",
-    ),
-    # execMain.c: Failing row contains (...).  The row may contain parentheses: greedy to the end.
-    ("Failing row contains (", re.compile(r"(Failing row contains \()(.*)(\)\.?)", re.DOTALL), rf"\1{TOKEN}\3"),
-    # postgres.c: "parameters: $1 = 'x', $2 = NULL" in DETAIL; "... portal with parameters: ..." in CONTEXT
-    ("parameters: $", re.compile(r"(\$\d+ = )'(?:[^']|'')*(?:'(?:\.\.\.)?|\Z)"), rf"\1'{TOKEN}'"),
-    # datatype input functions: invalid input syntax for type integer: "abc"; invalid input value
-    # for enum mood: "x"; malformed array literal: "x"; date/time field value out of range: "x"
-    (
-        '"',
-        re.compile(
-            r"((?:invalid input syntax for (?:type )?[^:\n]*"
-            r"|invalid input value for enum [^:\n]*"
-            r"|malformed (?:array|range|record|multirange) literal"
-            r"|out of range(?: for type [^:\n]*)?"
-            r"|invalid (?:hexadecimal|escape) (?:digit|string)"
-            r"|invalid value for parameter [^:\n]*): )\"(.*)\"",
-        ),
-        rf'\1"{TOKEN}"',
-    ),
-    # int8.c, float.c, datetime.c, jsonapi.c: value "x" is out of range for type integer;
-    # invalid value "x" for "field"; Token "x" is invalid.
-    (
-        '"',
-        re.compile(r"(\b(?:[Vv]alue|Token) \")[^\"\n]*(\" (?:is out of range|for \"|is invalid))"),
-        rf"\1{TOKEN}\2",
-    ),
-    # scan.l: syntax error at or near "'secret'" shows a literal token; identifiers stay
-    (
-        'at or near "',
-        re.compile(r"(at or near \")(?:[eEbBxXnN]?'|\$|[\d.])[^\n]*?(\"(?: at character \d+)?$)", re.MULTILINE),
-        rf"\1{TOKEN}\2",
-    ),
-    # deadlock.c: "Process 123: <query text>" lines in the DETAIL of "deadlock detected"
-    ("Process ", re.compile(r"^(\t?Process \d+: )(.*)()$", re.MULTILINE), _sql_in_group2),
-    # pl_exec.c / spi.c: SQL statement "..." (and SQL expression "...") lines in CONTEXT
-    (
-        "SQL ",
-        re.compile(r'^(SQL (?:statement|expression) ")(.*?)("(?:$|\n))', re.MULTILINE | re.DOTALL),
-        _sql_in_group2,
-    ),
-    # copyfromparse.c: COPY t, line 2, column c: "value" | COPY t, line 2: "raw line"
-    ("COPY ", re.compile(r"^(COPY [^\n]*?, line \d+(?:, column [^\n:]*)?: ).*$", re.MULTILINE), rf"\1{TOKEN}"),
-    # jsonfuncs.c: JSON data, line 1: {"a": ...
-    ("JSON data, line ", re.compile(r"^(JSON data, line \d+: ).*$", re.MULTILINE), rf"\1{TOKEN}"),
-    # hba.c / auth.c: Connection matched pg_hba.conf line 95: "host all all 0.0.0.0/0 md5"
-    # (PG16+: Connection matched file "/path/pg_hba.conf" line 95: "...")
-    (
-        "Connection matched ",
-        re.compile(r"(Connection matched (?:pg_hba\.conf|file \"[^\"\n]*\") line \d+: \").*(\")"),
-        rf"\1{TOKEN}\2",
-    ),
+# The template table. Grouped by where PostgreSQL writes the text (src/backend/...); within a
+# first word, earlier templates win, so a kept-token form comes before its %v form.
+_TEMPLATES: Final[tuple[str, ...]] = (
+    # -- constraint violations: access/nbtree/nbtinsert.c, executor/execMain.c, execIndexing.c,
+    #    utils/adt/ri_triggers.c, executor/execPartition.c, commands/tablecmds.c
+    'duplicate key value violates unique constraint "%i"',
+    "Key (%s)=(%v) already exists.",
+    'insert or update on table "%i" violates foreign key constraint "%i"',
+    'update or delete on table "%i" violates foreign key constraint "%i" on table "%i"',
+    'Key (%s)=(%v) is not present in table "%i".',
+    'Key (%s)=(%v) is still referenced from table "%i".',
+    'Key is not present in table "%i".',
+    'Key is still referenced from table "%i".',
+    'null value in column "%i" of relation "%i" violates not-null constraint',
+    'null value in column "%i" violates not-null constraint',
+    "Failing row contains (%v).",
+    'new row for relation "%i" violates check constraint "%i"',
+    'new row for relation "%i" violates partition constraint',
+    'new row violates check option for view "%i"',
+    'new row violates row-level security policy for table "%i"',
+    'new row violates row-level security policy "%i" for table "%i"',
+    'new row violates row-level security policy (USING expression) for table "%i"',
+    'conflicting key value violates exclusion constraint "%i"',
+    "Key (%s)=(%v) conflicts with existing key (%s)=(%v).",
+    'check constraint "%i" of relation "%i" is violated by some row',
+    'column "%i" of relation "%i" contains null values',
+    'value for domain %t violates check constraint "%i"',
+    "domain %t does not allow null values",
+    'no partition of relation "%i" found for row',
+    "Partition key of the failing row contains (%v).",
+    'could not create unique index "%i"',
+    "Key (%s)=(%v) is duplicated.",
+    "there is no unique or exclusion constraint matching the ON CONFLICT specification",
+    "ON CONFLICT DO UPDATE command cannot affect row a second time",
+    "Ensure that no rows proposed for insertion within the same command have duplicate constrained values.",
+    'cannot insert a non-DEFAULT value into column "%i"',
+    'Column "%i" is an identity column defined as GENERATED ALWAYS.',
+    'cannot insert into column "%i"',
+    'Column "%i" is a generated column.',
+    # -- objects that do not exist or already do: catalog/namespace.c, parser/parse_*.c, ...
+    'relation "%i" does not exist',
+    'relation "%i" already exists',
+    'relation "%i" already exists, skipping',
+    'table "%i" does not exist',
+    'table "%i" does not exist, skipping',
+    'column "%i" does not exist',
+    'column "%i" of relation "%i" does not exist',
+    'column "%i" of relation "%i" already exists',
+    "column %w does not exist",
+    'column reference "%i" is ambiguous',
+    'column "%i" specified more than once',
+    'column "%i" is of type %t but expression is of type %t',
+    'column "%i" cannot be cast automatically to type %t',
+    'column "%i" must appear in the GROUP BY clause or be used in an aggregate function',
+    'missing FROM-clause entry for table "%i"',
+    'invalid reference to FROM-clause entry for table "%i"',
+    'table name "%i" specified more than once',
+    "function %f does not exist",
+    "function %f is not unique",
+    "function %f already exists with same argument types",
+    "procedure %f does not exist",
+    "operator does not exist: %s",
+    "operator is not unique: %s",
+    'type "%i" does not exist',
+    'type "%i" already exists',
+    'schema "%i" does not exist',
+    'schema "%i" already exists',
+    'database "%i" does not exist',
+    'database "%i" already exists',
+    'role "%i" does not exist',
+    'role "%i" already exists',
+    'Role "%i" does not exist.',
+    'index "%i" does not exist',
+    'index "%i" does not exist, skipping',
+    'sequence "%i" does not exist',
+    'view "%i" does not exist',
+    'extension "%i" does not exist',
+    'extension "%i" already exists',
+    'extension "%i" already exists, skipping',
+    'constraint "%i" of relation "%i" does not exist',
+    'trigger "%i" for table "%i" does not exist',
+    'prepared statement "%i" does not exist',
+    'prepared statement "%i" already exists',
+    "unnamed prepared statement does not exist",
+    'cursor "%i" does not exist',
+    'cursor "%i" already exists',
+    'portal "%i" does not exist',
+    'tablespace "%i" does not exist',
+    'publication "%i" does not exist',
+    'subscription "%i" does not exist',
+    'server "%i" does not exist',
+    'replication slot "%i" does not exist',
+    'replication slot "%i" already exists',
+    'unrecognized configuration parameter "%i"',
+    'language "%i" does not exist',
+    'collation "%i" for encoding "%i" does not exist',
+    'record "%i" is not assigned yet',
+    'record "%i" has no field "%i"',
+    # -- privileges: catalog/aclchk.c, commands/*.c (PG16+ DETAILs "Only roles with ...")
+    "permission denied for table %w",
+    "permission denied for relation %w",
+    "permission denied for sequence %w",
+    "permission denied for schema %w",
+    "permission denied for database %w",
+    "permission denied for function %w",
+    "permission denied for procedure %w",
+    "permission denied for routine %w",
+    "permission denied for aggregate %w",
+    "permission denied for view %w",
+    "permission denied for materialized view %w",
+    "permission denied for foreign table %w",
+    "permission denied for type %w",
+    "permission denied for domain %w",
+    "permission denied for language %w",
+    "permission denied for large object %w",
+    "permission denied for tablespace %w",
+    "permission denied for foreign-data wrapper %w",
+    "permission denied for foreign server %w",
+    "permission denied for collation %w",
+    "permission denied for conversion %w",
+    "permission denied for operator %w",
+    "permission denied for operator class %w",
+    "permission denied for operator family %w",
+    "permission denied for text search dictionary %w",
+    "permission denied for text search configuration %w",
+    "permission denied for event trigger %w",
+    "permission denied for extension %w",
+    "permission denied for publication %w",
+    "permission denied for subscription %w",
+    "permission denied for statistics object %w",
+    "permission denied for index %w",
+    "permission denied for parameter %w",
+    "permission denied for column %w of relation %w",
+    "permission denied to %s",
+    'permission denied to set parameter "%i"',
+    'permission denied for database "%i"',
+    "must be owner of table %w",
+    "must be owner of relation %w",
+    "must be owner of sequence %w",
+    "must be owner of schema %w",
+    "must be owner of database %w",
+    "must be owner of function %w",
+    "must be owner of procedure %w",
+    "must be owner of routine %w",
+    "must be owner of aggregate %w",
+    "must be owner of view %w",
+    "must be owner of materialized view %w",
+    "must be owner of foreign table %w",
+    "must be owner of type %w",
+    "must be owner of domain %w",
+    "must be owner of language %w",
+    "must be owner of large object %w",
+    "must be owner of tablespace %w",
+    "must be owner of foreign-data wrapper %w",
+    "must be owner of foreign server %w",
+    "must be owner of collation %w",
+    "must be owner of conversion %w",
+    "must be owner of operator %w",
+    "must be owner of operator class %w",
+    "must be owner of operator family %w",
+    "must be owner of text search dictionary %w",
+    "must be owner of text search configuration %w",
+    "must be owner of event trigger %w",
+    "must be owner of extension %w",
+    "must be owner of publication %w",
+    "must be owner of subscription %w",
+    "must be owner of statistics object %w",
+    "must be owner of index %w",
+    "must be owner of parameter %w",
+    "must be superuser to %s",
+    "must be a superuser to %s",
+    "must be member of role %s",
+    'must be able to SET ROLE "%i"',
+    "Only roles with the %w attribute may %s.",
+    'Only roles with privileges of the "%i" role may %s.',
+    'Only roles with the %w attribute and the %w option on role "%i" may %s.',
+    "User does not have CONNECT privilege.",
+    "cannot drop %s because other objects depend on it",
+    "cannot drop %s because %s requires it",
+    "Use DROP ... CASCADE to drop the dependent objects too.",
+    # -- syntax and analysis: parser/scan.l, parser/gram.y, parser/parse_*.c
+    'syntax error at or near "%k"',
+    'syntax error at or near "%v"',
+    "syntax error at end of input",
+    'unterminated quoted string at or near "%v"',
+    'unterminated quoted identifier at or near "%v"',
+    'unterminated dollar-quoted string at or near "%v"',
+    'unterminated /* comment at or near "%v"',
+    'unterminated bit string literal at or near "%v"',
+    'unterminated hexadecimal string literal at or near "%v"',
+    'trailing junk after numeric literal at or near "%v"',
+    'zero-length delimited identifier at or near """"',
+    'invalid Unicode escape value at or near "%v"',
+    'identifier "%v" will be truncated to "%v"',
+    "nonstandard use of %s in a string literal",
+    "Use the escape string syntax for %s, e.g., %v.",
+    "INSERT has more expressions than target columns",
+    "INSERT has more target columns than expressions",
+    "each UNION query must have the same number of columns",
+    "each %w query must have the same number of columns",
+    "subquery in FROM must have an alias",
+    "argument of %s must be type %t, not type %t",
+    "aggregate functions are not allowed in %s",
+    "window functions are not allowed in %s",
+    "set-returning functions are not allowed in %s",
+    "could not determine data type of parameter $%n",
+    "there is no parameter $%n",
+    'bind message supplies %n parameters, but prepared statement "%i" requires %n',
+    "cannot insert multiple commands into a prepared statement",
+    "cannot cast type %t to %t",
+    "could not identify an equality operator for type %t",
+    "could not identify an ordering operator for type %t",
+    "No function matches the given name and argument types. You might need to add explicit type casts.",
+    "No operator matches the given name and argument types. You might need to add explicit type casts.",
+    "No procedure matches the given name and argument types. You might need to add explicit type casts.",
+    "Could not choose a best candidate function. You might need to add explicit type casts.",
+    "Could not choose a best candidate operator. You might need to add explicit type casts.",
+    'Perhaps you meant to reference the column "%i".',
+    'Perhaps you meant to reference the column "%i" or the column "%i".',
+    'Perhaps you meant to reference the table alias "%i".',
+    'There is a column named "%i" in table "%i", but it cannot be referenced from this part of the query.',
+    'There is an entry for table "%i", but it cannot be referenced from this part of the query.',
+    "You will need to rewrite or cast the expression.",
+    "more than one row returned by a subquery used as an expression",
+    "cached plan must not change result type",
+    "%s cannot run inside a transaction block",
+    "%s can only be used in transaction blocks",
+    "cannot execute %s in a read-only transaction",
+    "cannot execute %s during recovery",
+    # -- values: utils/adt/*.c (datatype input functions), utils/mb/*.c, utils/adt/jsonfuncs.c
+    'invalid input syntax for type %t: "%v"',
+    'invalid input syntax for %t: "%v"',
+    'invalid input value for enum %t: "%v"',
+    'malformed array literal: "%v"',
+    'malformed range literal: "%v"',
+    'malformed record literal: "%v"',
+    'malformed multirange literal: "%v"',
+    'Array value must start with "{" or dimension information.',
+    "Unexpected end of input.",
+    'Unexpected "%v" character.',
+    "Unexpected array element.",
+    "Junk after closing right brace.",
+    "Missing left parenthesis.",
+    "Missing right parenthesis.",
+    "Too many columns.",
+    "Too few columns.",
+    'value "%v" is out of range for type %t',
+    'date/time field value out of range: "%v"',
+    'date out of range: "%v"',
+    'time zone "%i" not recognized',
+    'invalid value "%v" for "%i"',
+    "Value must be an integer.",
+    "Value must be in the range %s.",
+    "Field requires %n characters, but only %n remain.",
+    'Perhaps you need a different "datestyle" setting.',
+    "value too long for type %t",
+    "value overflows numeric format",
+    "numeric field overflow",
+    "A field with precision %n, scale %n must round to an absolute value less than %s.",
+    "A field with precision %n, scale %n cannot hold an infinite value.",
+    "integer out of range",
+    "bigint out of range",
+    "smallint out of range",
+    "OID out of range",
+    "timestamp out of range",
+    "date out of range",
+    "interval out of range",
+    "money out of range",
+    "input is out of range",
+    "time zone displacement out of range",
+    "real out of range",
+    "double precision out of range",
+    "value out of range: overflow",
+    "value out of range: underflow",
+    "division by zero",
+    "cannot take logarithm of zero",
+    "cannot take logarithm of a negative number",
+    "cannot take square root of a negative number",
+    "array subscript out of range",
+    "array size exceeds the maximum allowed (%n)",
+    "number of array dimensions (%n) exceeds the maximum allowed (%n)",
+    "arrays with differing dimensions are not compatible for concatenation",
+    'invalid byte sequence for encoding "%i": %v',
+    'character with byte sequence %v in encoding "%i" has no equivalent in encoding "%i"',
+    "invalid regular expression: %s",
+    "invalid escape string",
+    "Escape string must be empty or one character.",
+    'invalid hexadecimal digit: "%v"',
+    "invalid hexadecimal data: odd number of digits",
+    "invalid input syntax for type json",
+    "invalid input syntax for type jsonb",
+    'Token "%v" is invalid.',
+    'Expected JSON value, but found "%v".',
+    'Expected ":", but found "%v".',
+    'Expected "," or "}", but found "%v".',
+    'Expected "," or "]", but found "%v".',
+    'Expected string, but found "%v".',
+    'Expected string or "}", but found "%v".',
+    'Expected array element or "]", but found "%v".',
+    'Expected end of input, but found "%v".',
+    'Escape sequence "%v" is invalid.',
+    "Character with value %v must be escaped.",
+    "The input string ended unexpectedly.",
+    "unsupported Unicode escape sequence",
+    "JSON data, line %n: %v",
+    "cannot call %s on a scalar",
+    "cannot call %s on an array",
+    "cannot get array length of a scalar",
+    "cannot extract elements from an object",
+    'invalid value for parameter "%i": "%v"',
+    'invalid value for parameter "%i": %n',
+    '%c is outside the valid range for parameter "%i" (%s)',
+    'parameter "%i" requires a %w value',
+    'parameter "%i" requires a numeric value',
+    "Valid units for this parameter are %s.",
+    "Available values: %s.",
+    # -- transactions, concurrency, timeouts: tcop/postgres.c, storage/lmgr/*.c, access/heap/*.c,
+    #    storage/lmgr/predicate.c
+    "current transaction is aborted, commands ignored until end of transaction block",
+    "there is no transaction in progress",
+    "there is already a transaction in progress",
+    "canceling statement due to statement timeout",
+    "canceling statement due to lock timeout",
+    "canceling statement due to user request",
+    "canceling statement due to conflict with recovery",
+    "canceling authentication due to timeout",
+    "canceling autovacuum task",
+    "could not serialize access due to concurrent update",
+    "could not serialize access due to concurrent delete",
+    "could not serialize access due to read/write dependencies among transactions",
+    "Reason code: %s.",
+    "The transaction might succeed if retried.",
+    'could not obtain lock on row in relation "%i"',
+    'could not obtain lock on relation "%i"',
+    'could not obtain lock on relation "%i", skipping',
+    "tuple concurrently updated",
+    "tuple concurrently deleted",
+    "tuple to be locked was already moved to another partition due to concurrent update",
+    "deadlock detected",
+    "Process %n waits for %w on advisory lock [%v]; blocked by process %n.",
+    "Process %n waits for %w on %s; blocked by process %n.",
+    "Process %n: %Q",
+    "See server log for query details.",
+    "Process holding the lock: %s. Wait queue: %s.",
+    "Processes holding the lock: %s. Wait queue: %s.",
+    "process %n still waiting for %w on advisory lock [%v] after %n ms",
+    "process %n acquired %w on advisory lock [%v] after %n ms",
+    "process %n avoided deadlock for %w on advisory lock [%v] by rearranging queue order after %n ms",
+    "process %n detected deadlock while waiting for %w on advisory lock [%v] after %n ms",
+    "process %n failed to acquire %w on advisory lock [%v] after %n ms",
+    "process %n still waiting for %w on %s after %n ms",
+    "process %n acquired %w on %s after %n ms",
+    "process %n avoided deadlock for %w on %s by rearranging queue order after %n ms",
+    "process %n detected deadlock while waiting for %w on %s after %n ms",
+    "process %n failed to acquire %w on %s after %n ms",
+    "recovery still waiting after %n ms: %s",
+    "recovery finished waiting after %n ms: %s",
+    "Conflicting process: %n.",
+    "Conflicting processes: %s.",
+    "User was holding shared buffer pin for too long.",
+    "User was holding a relation lock for too long.",
+    "User was or might have been using tablespace that must be dropped.",
+    "User query might have needed to see row versions that must be removed.",
+    "User was using a logical replication slot that must be invalidated.",
+    "User transaction caused buffer deadlock with recovery.",
+    "User was connected to a database that must be dropped.",
+    "stack depth limit exceeded",
+    'Increase the configuration parameter "max_stack_depth" (currently %nkB), after ensuring the '
+    "platform's stack depth limit is adequate.",
+    "temporary file size exceeds temp_file_limit (%nkB)",
+    "out of memory",
+    "out of shared memory",
+    'Failed on request of size %n in memory context "%i".',
+    "Failed on request of size %n.",
+    "You might need to increase %s.",
+    "You might need to increase max_locks_per_transaction.",
+    "You might need to increase max_pred_locks_per_transaction.",
+    'could not resize shared memory segment "%i" to %n bytes: %s',
+    # -- connections, authentication: postmaster/postmaster.c, libpq/auth.c, libpq/hba.c,
+    #    utils/init/postinit.c, tcop/postgres.c, tcop/backend_startup.c
+    'password authentication failed for user "%i"',
+    '%w authentication failed for user "%i"',
+    'Password does not match for user "%i".',
+    'User "%i" has no password assigned.',
+    'User "%i" has an expired password.',
+    'User "%i" does not have a valid SCRAM secret.',
+    'User "%i" has a password that cannot be used with MD5 authentication.',
+    'Connection matched pg_hba.conf line %n: "%v"',
+    'Connection matched file "%i" line %n: "%v"',
+    'no pg_hba.conf entry for host "%s", user "%i", database "%i", %s',
+    'no pg_hba.conf entry for replication connection from host "%s", user "%i", %s',
+    'pg_hba.conf rejects connection for host "%s", user "%i", database "%i", %s',
+    'pg_hba.conf rejects replication connection for host "%s", user "%i", %s',
+    'role "%i" is not permitted to log in',
+    'database "%i" is not currently accepting connections',
+    'database "%i" does not allow connections',
+    "sorry, too many clients already",
+    "remaining connection slots are reserved for non-replication superuser connections",
+    "remaining connection slots are reserved for roles with the %w attribute",
+    'remaining connection slots are reserved for roles with privileges of the "%i" role',
+    'too many connections for role "%i"',
+    'too many connections for database "%i"',
+    "the database system is starting up",
+    "the database system is shutting down",
+    "the database system is in recovery mode",
+    "the database system is not yet accepting connections",
+    "the database system is not accepting connections",
+    "Consistent recovery state has not been yet reached.",
+    "Hot standby mode is disabled.",
+    "connection to client lost",
+    "could not receive data from client: %s",
+    "could not send data to client: %s",
+    "unexpected EOF on client connection",
+    "unexpected EOF on client connection with an open transaction",
+    "incomplete startup packet",
+    "invalid length of startup packet",
+    "unsupported frontend protocol %s: server supports %s",
+    "SSL connection has been closed unexpectedly",
+    "could not accept SSL connection: %s",
+    "terminating connection because protocol synchronization was lost",
+    "expected password response, got message type %n",
+    "expected SASL response, got message type %n",
+    "terminating connection due to administrator command",
+    "terminating connection due to conflict with recovery",
+    "terminating connection due to idle-in-transaction timeout",
+    "terminating connection due to idle-session timeout",
+    "terminating connection due to transaction timeout",
+    "terminating connection due to unexpected postmaster exit",
+    "terminating connection due to immediate shutdown command",
+    "terminating connection because of crash of another server process",
+    "terminating connection because of unexpected SIGQUIT signal",
+    "The postmaster has commanded this server process to roll back the current transaction and exit, "
+    "because another server process exited abnormally and possibly corrupted shared memory.",
+    "In a moment you should be able to reconnect to the database and repeat your command.",
+    "terminating autovacuum process due to administrator command",
+    "terminating logical replication worker due to administrator command",
+    'terminating background worker "%i" due to administrator command',
+    'database "%i" is being accessed by other users',
+    'source database "%i" is being accessed by other users',
+    "There is %n other session using the database.",
+    "There are %n other sessions using the database.",
+    "cannot drop the currently open database",
+    # -- log_connections / log_disconnections / log_statement / log_duration when their message
+    #    is not proven value-free by classify (an unusual statement name)
+    "connection received: host=%s",
+    "connection received: host=%s port=%n",
+    'connection authenticated: identity="%i" method=%w (%s)',
+    "connection authorized: %s",
+    "replication connection authorized: %s",
+    "disconnection: session time: %s",
+    "connection ready: %s",
+    "duration: %n ms",
+    "duration: %n ms  plan:",
+    "duration: %n ms  statement",
+    "duration: %n ms  %w %s",
+    "statement",
+    "execute %s",
+    "parameters: %p",
+    "Parameters: %p",
+    "unnamed portal with parameters: %p",
+    'portal "%i" with parameters: %p',
+    "unnamed portal parameter $%n = %v",
+    'portal "%i" parameter $%n = %v',
+    "unnamed portal parameter $%n",
+    'portal "%i" parameter $%n',
+    "extended query with parameters: %p",
+    'extended query "%i" with parameters: %p',
+    # -- CONTEXT lines: pl/plpgsql/src/pl_exec.c, pl_comp.c, executor/functions.c, spi.c,
+    #    commands/copyfromparse.c, access/heap/heapam.c, executor/execReplication.c, vacuumlazy.c
+    "PL/pgSQL function %s line %n at %s",
+    "PL/pgSQL function %s while storing call arguments into local variables",
+    "PL/pgSQL function %s during function exit",
+    "PL/pgSQL function %s during statement block local variable initialization",
+    "PL/pgSQL function %s during statement block entry",
+    "PL/pgSQL function %s during statement block exit",
+    "PL/pgSQL function %s during exception cleanup",
+    "PL/pgSQL function %s",
+    'compilation of PL/pgSQL function "%i" near line %n',
+    'SQL statement "%q"',
+    'SQL expression "%q"',
+    'PL/pgSQL expression "%q"',
+    'PL/pgSQL assignment "%q"',
+    'SQL function "%i" statement %n',
+    'SQL function "%i" during startup',
+    'SQL function "%i" during inlining',
+    'SQL function "%i"',
+    # -- COPY FROM data errors: commands/copyfromparse.c (the row itself is in CONTEXT, below)
+    "extra data after last expected column",
+    'missing data for column "%i"',
+    "unterminated CSV quoted field",
+    "literal carriage return found in data",
+    "literal newline found in data",
+    "end-of-copy marker corrupt",
+    "row field count is %n, expected %n",
+    "COPY %w, line %n, column %w: %v",
+    "COPY %w, line %n: %v",
+    "COPY %w, line %n",
+    'while inserting index tuple (%s) in relation "%i"',
+    'while updating tuple (%s) in relation "%i"',
+    'while deleting tuple (%s) in relation "%i"',
+    'while locking tuple (%s) in relation "%i"',
+    'while locking updated version (%s) of tuple (%s) in relation "%i"',
+    'while checking uniqueness of tuple (%s) in relation "%i"',
+    'while checking exclusion constraint on tuple (%s) in relation "%i"',
+    'while rechecking updated tuple (%s) in relation "%i"',
+    'while inserting index tuple (%s) in relation "%i"',
+    'while scanning block %n of relation "%i"',
+    'while scanning block %n offset %n of relation "%i"',
+    'while scanning relation "%i"',
+    'while vacuuming block %n of relation "%i"',
+    'while vacuuming block %n offset %n of relation "%i"',
+    'while vacuuming relation "%i"',
+    'while vacuuming index "%i" of relation "%i"',
+    'while cleaning up index "%i" of relation "%i"',
+    'while truncating relation "%i" to %n blocks',
+    'automatic vacuum of table "%i"',
+    'automatic analyze of table "%i"',
+    "parallel worker",
+    "external parameter $%n",
+    'referential integrity query on "%i" from constraint "%i" on "%i" gave unexpected result',
+    "Failed process was running: %Q",
+    # -- server life: postmaster/postmaster.c, access/transam/xlog*.c, utils/misc/guc*.c,
+    #    postmaster/checkpointer.c, replication/*.c
+    "starting PostgreSQL %s",
+    'listening on IPv4 address "%i", port %n',
+    'listening on IPv6 address "%i", port %n',
+    'listening on Unix socket "%i"',
+    'could not bind %w address "%i": %s',
+    "Is another postmaster already running on port %n? If not, wait a few seconds and retry.",
+    'could not create listen socket for "%i"',
+    "could not create any TCP/IP sockets",
+    "redirecting log output to logging collector process",
+    'Future log output will appear in directory "%i".',
+    "ending log output to stderr",
+    'Future log output will go to log destination "%i".',
+    "database system is ready to accept connections",
+    "database system is ready to accept read-only connections",
+    "database system was shut down at %s",
+    "database system was shut down in recovery at %s",
+    "database system was interrupted; last known up at %s",
+    "database system was interrupted while in recovery at %s",
+    "database system was interrupted while in recovery at log time %s",
+    "database system was not properly shut down; automatic recovery in progress",
+    "This probably means that some data is corrupted and you will have to use the last backup for recovery.",
+    "If this has occurred more than once some data might be corrupted and you might need to choose an "
+    "earlier recovery target.",
+    "database system is shut down",
+    "received fast shutdown request",
+    "received smart shutdown request",
+    "received immediate shutdown request",
+    "aborting any active transactions",
+    "shutting down",
+    'background worker "%i" (PID %n) exited with exit code %n',
+    'background worker "%i" (PID %n) was terminated by signal %n: %s',
+    'background worker "%i": %s',
+    "logical replication launcher started",
+    "autovacuum launcher started",
+    "autovacuum launcher shutting down",
+    "logical replication launcher shutting down",
+    "received SIGHUP, reloading configuration files",
+    'parameter "%i" changed to "%c"',
+    'parameter "%i" changed to "%v"',
+    'parameter "%i" removed from configuration file, reset to default',
+    'parameter "%i" cannot be changed without restarting the server',
+    'parameter "%i" cannot be changed now',
+    'configuration file "%i" contains errors; unaffected changes were applied',
+    'configuration file "%i" contains errors; no changes were applied',
+    'configuration file "%i" contains errors',
+    'syntax error in file "%i" line %n, near token "%v"',
+    'syntax error in file "%i" line %n, near end of line',
+    "server process (PID %n) was terminated by signal %n: %s",
+    "server process (PID %n) exited with exit code %n",
+    "server process (PID %n) was terminated by exception %s",
+    "%s process (PID %n) was terminated by signal %n: %s",
+    "%s process (PID %n) exited with exit code %n",
+    "terminating any other active server processes",
+    "all server processes terminated; reinitializing",
+    "redo starts at %s",
+    "redo done at %s",
+    "redo is not required",
+    "redo in progress, elapsed time: %s",
+    "invalid record length at %s",
+    "invalid resource manager ID %n at %s",
+    "record with incorrect prev-link %s at %s",
+    "invalid magic number %s in %s",
+    "checkpoint starting: %s",
+    "checkpoint complete: %s",
+    "restartpoint starting: %s",
+    "restartpoint complete: %s",
+    "recovery restart point at %s",
+    "Last completed transaction was at log time %s.",
+    "checkpoints are occurring too frequently (%n seconds apart)",
+    "checkpoints are occurring too frequently (%n second apart)",
+    'Consider increasing the configuration parameter "%i".',
+    "entering standby mode",
+    "consistent recovery state reached at %s",
+    "started streaming WAL from primary at %s on timeline %n",
+    "replication terminated by primary server",
+    "End of WAL reached on timeline %n at %s.",
+    "fetching timeline history file for timeline %n from primary server",
+    "selected new timeline ID: %n",
+    "archive recovery complete",
+    "last completed transaction was at log time %s",
+    "waiting for WAL to become available at %s",
+    'restored log file "%i" from archive',
+    "could not connect to the primary server: %v",
+    "archive command failed with exit code %n",
+    "The failed archive command was: %v",
+    'archiving write-ahead log file "%i" failed too many times, will try again later',
+    "logical decoding found consistent point at %s",
+    "logical decoding found initial starting point at %s",
+    "There are no running transactions.",
+    'starting logical decoding for slot "%i"',
+    "Streaming transactions committing after %s, reading WAL from %s.",
+    'logical replication apply worker for subscription "%i" has started',
+    'logical replication table synchronization worker for subscription "%i", table "%i" has started',
+    'logical replication table synchronization worker for subscription "%i", table "%i" has finished',
+    "syncing data directory (%s), elapsed time: %s",
+    'temporary file: path "%i", size %n',
+    'skipping vacuum of "%i" --- lock not available',
+    'skipping analyze of "%i" --- lock not available',
+    'skipping vacuum of "%i" --- relation no longer exists',
+    'skipping analyze of "%i" --- relation no longer exists',
+    # -- files and storage: storage/file/fd.c, storage/smgr/md.c, access/transam/*.c
+    'could not open file "%i": %s',
+    'could not read file "%i": %s',
+    'could not write to file "%i": %s',
+    'could not extend file "%i": %s',
+    'could not extend file "%i": wrote only %n of %n bytes at block %n',
+    'could not fsync file "%i": %s',
+    'could not stat file "%i": %s',
+    'could not remove file "%i": %s',
+    'could not rename file "%i" to "%i": %s',
+    'could not create directory "%i": %s',
+    'could not open directory "%i": %s',
+    'could not read block %n in file "%i": %s',
+    'could not read block %n in file "%i": read only %n of %n bytes',
+    'could not write block %n in file "%i": %s',
+    "Check free disk space.",
+    "invalid page in block %n of relation %s",
+    'index "%i" contains unexpected zero page at block %n',
+    "Please REINDEX it.",
+    'index "%i" contains corrupted page at block %n',
+    "could not access status of transaction %n",
+    'Could not open file "%i": %s.',
+    'Could not read from file "%i" at offset %n: %s.',
+    "could not fork new process for connection: %s",
+    "could not fork autovacuum worker process: %s",
+    "could not fork worker process: %s",
+    "out of background worker slots",
+    'You might need to increase "max_worker_processes".',
 )
 
-# Generic scrub: alternatives that are kept come first so their digits and quotes are skipped.
-_GENERIC: Final = re.compile(
-    r"""
-      (?P<keep>"(?:[^"]|"")*"                          # quoted identifiers
-              |\(\d+(?:,\d+)?\)                        # typmods (10), (5,2); tuple ids (0,5)
-              |\$\d+                                    # parameter references
-              |\b[0-9A-F]{1,8}/[0-9A-F]{1,8}\b          # WAL locations (LSN) 0/16B3748
-              |(?:lock|queue):\ \d+(?:,\ \d+)*          # pids: "Process holding the lock: 1. Wait queue: 2, 3."
-              |\b[A-Za-z_]\w*)                          # words, also those with digits (t1, int4)
-    | '(?:[^']|'')*(?:'|\Z)                           # single-quoted literal
-    | (?<![\w.])(?<!character\ )(?<!line\ )(?<!rocess\ )(?<!PID\ )(?<!transaction\ )(?<!statement\ )
-      -?(?:0[xX][0-9A-Fa-f]+|\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)   # number
-    """,
-    re.VERBOSE | re.DOTALL,
-)
-_HAS_VALUE: Final = re.compile(r"['\d]").search
+
+class _Template:
+    """One compiled template: a regex anchored at a line start and the action of each group."""
+
+    __slots__ = ("actions", "regex")
+
+    def __init__(self, text: str) -> None:
+        parts = re.split(r"%([a-zQ%])", text)
+        pattern: list[str] = []
+        actions: list[int] = []
+        for i, part in enumerate(parts):
+            if i % 2 == 0:
+                pattern.append(re.escape(part))
+            elif part == "%":
+                pattern.append("%")
+            else:
+                sub, action = _PLACEHOLDERS[part]
+                if action == _KEEP:
+                    pattern.append(f"(?:{sub})")
+                else:
+                    pattern.append(f"({sub})")
+                    actions.append(action)
+        # Ends where a line ends: a value (%v, %q) may hold newlines, so the match can span lines.
+        pattern.append(r"(?=\n|\Z)")
+        self.regex = re.compile("".join(pattern), re.DOTALL)
+        self.actions = tuple(actions)
 
 
-class _Generic:
-    """re.sub callback for `_GENERIC`: keeps identifiers, replaces literals, remembers a change."""
+def _build(templates: tuple[str, ...]) -> tuple[dict[str, tuple[_Template, ...]], tuple[_Template, ...]]:
+    """Templates indexed by their first word; those that start with a placeholder go apart."""
+    by_word: dict[str, list[_Template]] = {}
+    rest: list[_Template] = []
+    for text in templates:
+        word = text.split(" ", 1)[0]
+        if "%" in word:
+            rest.append(_Template(text))
+        else:
+            by_word.setdefault(word, []).append(_Template(text))
+    return {k: tuple(v) for k, v in by_word.items()}, tuple(rest)
 
-    __slots__ = ("changed",)
 
-    def __init__(self) -> None:
-        self.changed = False
+_BY_WORD, _ANY_WORD = _build(_TEMPLATES)
 
-    def __call__(self, m: re.Match[str]) -> str:
-        if m.lastgroup == "keep":
-            return m.group()
-        self.changed = True
-        return f"'{TOKEN}'" if m.group()[0] == "'" else TOKEN
+# A bind parameter list: every quoted value goes (log_parameter_max_length's cut values end in
+# `...'`, and a list cut by the entry cap may lack its closing quote); the rest must then be
+# exactly `$n = '...'` / `$n = NULL` items, or the whole list goes.
+_PARAM_VALUE: Final = re.compile(r"'(?:[^']|'')*(?:'|\Z)")
+_PARAM_LIST: Final = re.compile(r"\$\d+ = (?:NULL|'\.\.\.')(?:, \$\d+ = (?:NULL|'\.\.\.'))*")
+
+
+def _params(text: str) -> tuple[str, bool]:
+    if text == TOKEN:
+        return text, False
+    out = _PARAM_VALUE.sub(f"'{TOKEN}'", text)
+    if _PARAM_LIST.fullmatch(out) is None:
+        return TOKEN, True
+    return out, out != text
+
+
+_MAX_TEXT: Final = 64 * 1024
+# Texts that came out unchanged (value-free messages such as "canceling statement due to
+# statement timeout" or "See server log for query details.") repeat all day: remembered, they
+# cost a dictionary lookup. Bounded by clearing; a text with values is never remembered.
+_CLEAN: Final[set[str]] = set()
+_CLEAN_MAX: Final = 4096
 
 
 def redact_text(text: str) -> tuple[str, bool]:
-    """`text` with values (and passwords) replaced by `TOKEN`, and whether anything was replaced."""
-    out, _ = scrub_passwords(text)
-    for guard, pattern, repl in _RULES:
-        if guard in out:
-            out = pattern.sub(repl, out)
-    changed = out != text
-    if _HAS_VALUE(out) is not None:
-        scrub = _Generic()
-        out = _GENERIC.sub(scrub, out)
-        changed = changed or scrub.changed
+    """`text` with values (and passwords) replaced by `TOKEN`, and whether anything was replaced.
+
+    Default deny: from the first line that matches no template of `_TEMPLATES`, the text is
+    replaced by one `TOKEN`.
+    """
+    if text in _CLEAN:
+        return text, False
+    out, changed = _redact(text)
+    if not changed and len(text) < 1000:
+        if len(_CLEAN) >= _CLEAN_MAX:
+            _CLEAN.clear()
+        _CLEAN.add(text)
     return out, changed
+
+
+def _redact(text: str) -> tuple[str, bool]:
+    if len(text) > _MAX_TEXT:
+        return TOKEN, True
+    text, changed = scrub_passwords(text)
+    out: list[str] = []
+    n = len(text)
+    pos = 0
+    by_word = _BY_WORD
+    while True:
+        nl = text.find("\n", pos)
+        eol = n if nl < 0 else nl
+        if pos == eol:
+            out.append("")  # an empty line carries nothing
+            end = eol
+        else:
+            sp = text.find(" ", pos, eol)
+            m = None
+            template: _Template | None = None
+            for template in by_word.get(text[pos : eol if sp < 0 else sp], ()):
+                m = template.regex.match(text, pos)
+                if m is not None:
+                    break
+            if m is None:
+                for template in _ANY_WORD:
+                    m = template.regex.match(text, pos)
+                    if m is not None:
+                        break
+            if m is None or template is None:
+                # Unknown: this line and the rest of the field go. (TOKEN alone is what an earlier
+                # pass left: idempotence.)
+                out.append(TOKEN)
+                return "\n".join(out), changed or text[pos:] != TOKEN
+            end = m.end()
+            if not template.actions:
+                out.append(text[pos:end])
+            else:
+                pieces: list[str] = []
+                last = pos
+                for group, action in enumerate(template.actions, 1):
+                    start, stop = m.span(group)
+                    pieces.append(text[last:start])
+                    value = text[start:stop]
+                    if action == _VALUE:
+                        pieces.append(TOKEN)
+                        changed = changed or value != TOKEN
+                    else:
+                        repl, replaced = normalize(value) if action == _SQL else _params(value)
+                        pieces.append(repl)
+                        changed = changed or replaced
+                    last = stop
+                pieces.append(text[last:end])
+                out.append("".join(pieces))
+        if end >= n:
+            break
+        pos = end + 1
+    return "\n".join(out), changed
+
+
+_AT_CHARACTER: Final = " at character "
+
+
+def redact_message(message: str) -> tuple[str, bool]:
+    """`redact_text` for a message, keeping PostgreSQL's ` at character N` suffix (elog.c) apart."""
+    i = message.rfind(_AT_CHARACTER)
+    if i > 0 and message[i + 14 :].isdigit():
+        out, changed = redact_text(message[:i])
+        return out + message[i:], changed
+    return redact_text(message)
 
 
 _PASSWORD: Final = re.compile(

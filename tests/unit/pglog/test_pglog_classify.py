@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pglog_helpers import T0, one
 
-from forwarder.model import KINDS
+from forwarder.model import KINDS, LogLine
 from forwarder.pglog.classify import classify
 
 # (severity, message, given sqlstate, kind, sqlstate, duration_ms)
@@ -129,6 +129,26 @@ CASES = [
     ("LOG", "replication connection authorized: user=rep", None, "connection", None, None),
     (
         "LOG",
+        "connection ready: setup total=3.021 ms, fork=0.513 ms, authentication=1.212 ms",
+        None,
+        "connection",
+        None,
+        None,
+    ),
+    (
+        "FATAL",
+        'remaining connection slots are reserved for roles with privileges of the "pg_use_reserved_connections" role',
+        None,
+        "too_many_connections",
+        "53300",
+        None,
+    ),
+    ("LOG", "duration: 1.5 ms  execute fetch from S_1/C_2: SELECT 2", None, "slow_query", None, 1.5),
+    ("LOG", "duration: 1e3 ms", None, "other", None, None),  # not PostgreSQL's number form
+    ("LOG", "duration: \u00b2 ms", None, "other", None, None),  # isdigit() but not a float
+    ("LOG", "process 9 failed to acquire ShareLock on transaction 7 after 1000.1 ms", None, "lock_wait", None, 1000.1),
+    (
+        "LOG",
         "disconnection: session time: 0:00:01.234 user=bob database=shop host=10.0.1.2 port=5432",
         None,
         "connection",
@@ -222,3 +242,45 @@ def test_error_takes_sqlstate_from_the_prefix() -> None:
 def test_sqlstate_is_never_guessed() -> None:
     line = one(f'{T0} [1] a@b/c ERROR:  duplicate key value violates unique constraint "k"\n')
     assert line.sqlstate is None
+
+
+# (message, safe): `safe` only for a whole message of server facts (see classify's docstring)
+SAFE_CASES = [
+    ("duration: 1.0 ms", True),
+    ("duration: 1.0 ms  statement: SELECT 'x'", True),
+    ("duration: 1.0 ms  execute S_1/C_2: SELECT 1", True),
+    ("duration: 1.0 ms  execute my 'odd' name: SELECT 1", False),
+    ("statement: SELECT 'x'", True),
+    ("execute <unnamed>: SELECT 1", True),
+    ("connection received: host=10.0.0.1 port=5432", True),
+    ("connection received: host=x 'y' port=1", False),
+    ("checkpoint starting: time", True),
+    ("checkpoint starting: 'secret'", False),
+    ('automatic vacuum of table "a.b.c": index scans: 0\npages: 0 removed, 1 remain', True),
+    ("automatic vacuum of table \"a.b.c\": index scans: 0\nsecret 'x'", False),
+    ('temporary file: path "base/pgsql_tmp/pgsql_tmp1.0", size 8192', True),
+    ("process 1 still waiting for ShareLock on transaction 5 after 1000.0 ms", True),
+    ("process 1 still waiting for ExclusiveLock on advisory lock [1,2,3,1] after 1000.0 ms", False),
+    ("deadlock detected", False),  # other kinds go through the template table
+    ('relation "t" does not exist', False),
+]
+
+
+@pytest.mark.parametrize(("message", "safe"), SAFE_CASES)
+def test_safe_only_for_messages_of_server_facts(message: str, safe: bool) -> None:
+    assert classify("LOG", message, None).safe is safe
+
+
+def test_a_long_report_that_is_not_safe_fails_fast() -> None:
+    # possessive quantifiers: no backtracking through the ways to split a long report
+    message = "checkpoint complete: " + "wrote 3 buffers (0.0%); " * 20000 + "'"
+    assert classify("LOG", message, None).safe is False
+
+
+def test_the_parser_builds_proper_loglines() -> None:
+    line = one(f"{T0} [1] a@b/c LOG:  duration: 2.5 ms  statement: SELECT 'x'\n")
+    assert type(line) is LogLine and len(line) == len(LogLine._fields)
+    assert line == LogLine(**line._asdict())
+    assert (line.kind, line.duration_ms, line.statement, line.redacted) == ("slow_query", 2.5, "SELECT $1", True)
+    with pytest.raises(AttributeError):
+        line.message = "changed"  # type: ignore[misc]

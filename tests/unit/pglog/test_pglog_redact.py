@@ -1,4 +1,4 @@
-"""Value removal: statement normalization, message templates, passwords; no secret survives."""
+"""Value removal: statement normalization, message templates, default deny, passwords; no secret survives."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import pytest
 from pglog_helpers import T0, one, parse_text
 
 from forwarder.model import spec_fields
-from forwarder.pglog.normalize import normalize
-from forwarder.pglog.redact import TOKEN, redact_text, scrub_passwords
+from forwarder.pglog.normalize import fingerprint, normalize, normalize_statement, scrub
+from forwarder.pglog.redact import TOKEN, redact_message, redact_text, scrub_passwords
 
 NORMALIZE_CASES = [
     ("SELECT * FROM t WHERE a = 'x' AND b = 42", "SELECT * FROM t WHERE a = $1 AND b = $2"),
     ("SELECT 'it''s'", "SELECT $1"),
     ("SELECT E'a\\'b', e'c'", "SELECT $1, $2"),
-    ("SELECT B'101', X'1F', N'nat', U&'d\\0061t\\+000061'", "SELECT $1, $2, $3, $4"),
+    ("SELECT B'101', X'1F', N'nat', U&'d\\0061t\\+000061'", "SELECT $1, $2, N$3, $4"),  # libpg_query keeps N
     ("SELECT $$dollar ' quoted$$, $fn$ body $$ inside $fn$", "SELECT $1, $2"),
     ("SELECT 1.5, .5, 1e5, 2.5E-3, 0x1F, 0o17, 0b101, 1_000", "SELECT $1, $2, $3, $4, $5, $6, $7, $8"),
     ('SELECT t1.c2, "Col 3", "it\'s" FROM t1', 'SELECT t1.c2, "Col 3", "it\'s" FROM t1'),
@@ -37,6 +37,49 @@ def test_normalize(sql: str, expected: str) -> None:
     out, changed = normalize(sql)
     assert out == expected
     assert changed == (out != sql)
+
+
+# What libpg_query leaves raw and the scrub pass takes (utility statements, comments), and what
+# does not parse (the scrubber alone).
+LEFTOVER_CASES = [
+    ("SELECT 1 -- 4111 1111 1111 1111", "SELECT $1"),
+    ("SELECT /* 'secret' */ 1", "SELECT  $1"),
+    ("PREPARE p AS SELECT * FROM c WHERE n = 4111 AND m = 'x'", "PREPARE p AS SELECT * FROM c WHERE n = $1 AND m = $2"),
+    ("CREATE VIEW v AS SELECT * FROM c WHERE n = 4111", "CREATE VIEW v AS SELECT * FROM c WHERE n = $1"),
+    ("CREATE TABLE t (a text DEFAULT 'secret')", "CREATE TABLE t (a text DEFAULT $1)"),
+    ("ALTER SYSTEM SET work_mem = '1GB'", "ALTER SYSTEM SET work_mem = $1"),
+    ("COPY t FROM '/home/bob/secret.csv'", "COPY t FROM $1"),
+    ("SELECT * FROM t ORDER BY 2", "SELECT * FROM t ORDER BY 2"),  # a position, kept by libpg_query
+    ("SELECT x::numeric(10,2) FROM t WHERE a = 5", "SELECT x::numeric(10,2) FROM t WHERE a = $1"),
+    ("SELECT -5, N'x'", "SELECT $1, N$2"),
+    ("SELEC 'typo'", "SELEC $1"),  # a syntax error: the scrubber
+    ("SELECT * FROM t WHERE a = 'cut by the cap", "SELECT * FROM t WHERE a = $1"),
+    ("SELECT 'a\x00secret'", "SELECT $1"),  # a NUL: the scrubber, never C
+    ("SELECT '\ud800'", "SELECT $1"),  # a lone surrogate (JSON can carry one): the scrubber
+]
+
+
+@pytest.mark.parametrize(("sql", "expected"), LEFTOVER_CASES)
+def test_normalize_leaves_no_literal(sql: str, expected: str) -> None:
+    assert normalize(sql)[0] == expected
+
+
+def test_fingerprint_ignores_values_and_in_list_lengths() -> None:
+    a = normalize_statement("SELECT * FROM t WHERE id IN (1, 2, 3) AND s = 'x'")
+    b = normalize_statement("SELECT * FROM t WHERE id IN (7, 8) AND s = 'y'")
+    c = normalize_statement("SELECT * FROM u WHERE id IN (7, 8) AND s = 'y'")
+    assert a[2] == b[2] != c[2]
+    assert len(a[2]) == 16 and int(a[2], 16) >= 0
+    assert fingerprint(a[0]) == a[2]
+
+
+def test_fingerprint_of_a_statement_that_does_not_parse() -> None:
+    text, changed, fp = normalize_statement("SELECT * FROM t WHERE a = 'cut")
+    assert (text, changed, fp) == ("SELECT * FROM t WHERE a = $1", True, fingerprint(text))
+
+
+def test_scrubber_alone() -> None:
+    assert scrub("SELECT 'x', 5 -- c") == ("SELECT $1, $2", True)
 
 
 REDACT_CASES = [
@@ -96,17 +139,55 @@ REDACT_CASES = [
         "Process holding the lock: 4085. Wait queue: 4086, 4087.",
         "Process holding the lock: 4085. Wait queue: 4086, 4087.",
     ),
-    # unknown texts: the generic scrub takes single-quoted literals and numbers, keeps identifiers
-    ("customer 'bob@example.com' owes 1234.50 on t1", "customer '...' owes ... on t1"),
-    ('table "Orders 2" is full', 'table "Orders 2" is full'),
+    # default deny: a text that matches no template (RAISE, extensions) is replaced whole
+    ("customer 'bob@example.com' owes 1234.50 on t1", "..."),
+    ('table "Orders 2" is full', "..."),
+    ("...", "..."),
+    ("", ""),
+    # multi-line: each line by its template; unknown lines become one TOKEN
+    (
+        "SQL statement \"UPDATE t SET a = 1\n  WHERE b = 'x'\"\nPL/pgSQL function f() line 3 at SQL statement",
+        'SQL statement "UPDATE t SET a = $1\n  WHERE b = $2"\nPL/pgSQL function f() line 3 at SQL statement',
+    ),
+    # from the first unknown line on, the field goes: what follows is likely more of the same text
+    ("secret one\nsecret two\nPL/pgSQL function f() line 3 at RAISE", "..."),
+    ("PL/pgSQL function f() line 3 at RAISE\nsecret S3CR", "PL/pgSQL function f() line 3 at RAISE\n..."),
+    ("permission denied for table orders", "permission denied for table orders"),
+    ("permission denied for my S3CR code", "..."),
+    ("Failed process was running: SELECT 'x'\nFROM t", "Failed process was running: SELECT $1\nFROM t"),
+    ("parameters: $1 = 'a', $2 = garbage", "parameters: ..."),
+    ("parameters: $1 = 'cut by the entry cap", "parameters: $1 = '...'"),
+    ('parameter "work_mem" changed to "64MB"', 'parameter "work_mem" changed to "64MB"'),
+    (
+        'parameter "primary_conninfo" changed to "host=x password=secret"',
+        'parameter "primary_conninfo" changed to "..."',
+    ),
+    (
+        "process 7 still waiting for ExclusiveLock on advisory lock [16384,0,4242,1] after 1000.1 ms",
+        "process 7 still waiting for ExclusiveLock on advisory lock [...] after 1000.1 ms",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("text", "expected"), REDACT_CASES)
-def test_redact_text(text: str, expected: str) -> None:
-    out, changed = redact_text(text)
+def test_redact_message(text: str, expected: str) -> None:
+    out, changed = redact_message(text)
     assert out == expected
     assert changed == (out != text)
+
+
+def test_at_character_is_part_of_the_message_only() -> None:
+    assert (
+        redact_message('relation "t" does not exist at character 15')[0]
+        == 'relation "t" does not exist at character 15'
+    )
+    assert redact_text('relation "t" does not exist at character 15')[0] == "..."
+
+
+def test_redaction_is_idempotent() -> None:
+    for text, _ in REDACT_CASES:
+        once, _ = redact_message(text)
+        assert redact_message(once) == (once, False), text
 
 
 def test_token_is_documented_value() -> None:
@@ -217,3 +298,42 @@ def test_no_password_survives_with_full_text() -> None:
     statements = [x.statement for x in parse_text(SECRET_LOG, full_text=True)]
     assert "ALTER ROLE bob PASSWORD '...'" in statements
     assert f"SELECT dblink_connect('host=x password=...') -- {SECRET}" in statements  # only the password goes
+
+
+M = 1 << 20
+# Crafted texts (a client can make PostgreSQL log any of them): value removal stays fast, and
+# libpg_query is never given what crashes it (a 30,000-deep `1+1+...` overflows its C stack:
+# SIGSEGV, which would end this test run) or what it is quadratic in (nested comment openers).
+CRAFTED = [
+    ("Key (" + ")=(" * (M // 3), "message"),
+    ("Key (" + ")=(" * 20000, "message"),
+    ("Key (a)=(" + "x" * M, "message"),
+    ('SQL statement "' + '"\n' * 30000, "message"),
+    ('syntax error at or near "' + 'a"' * 30000, "message"),
+    ("\n".join(["division by zero"] * 3000), "message"),
+    ("\n".join(["Process 1: SELECT 1"] * 3000), "message"),
+    ("parameters: " + "$1 = 'x', " * 6000, "message"),
+    ("process 1 still waiting for " + "x " * (M // 2), "message"),
+    ("invalid input syntax for type " + "integer " * 8000 + ': "x', "message"),
+    ("permission denied for " + "x" * 60000 + "'", "message"),
+    ("SELECT 1" + "+1" * 30000, "sql"),
+    ("SELECT 1" + " + 1" * 3000, "sql"),
+    ("SELECT " + "/*" * (M // 2), "sql"),
+    ("SELECT /*" + "*/" * 30000, "sql"),
+    ("SELECT " + "$a$" * (M // 3), "sql"),
+    ("SELECT " + "E'\\" * (M // 3), "sql"),
+    ("SELECT " + "'a'," * 100000 + "1", "sql"),
+]
+
+
+@pytest.mark.parametrize(("text", "field"), CRAFTED, ids=[f"{i}" for i in range(len(CRAFTED))])
+def test_crafted_texts_are_handled_fast(text: str, field: str) -> None:
+    import time
+
+    start = time.perf_counter()
+    if field == "sql":
+        out, _, _ = normalize_statement(text)
+        assert "'" not in out and "/*" not in out
+    else:
+        redact_message(text)
+    assert time.perf_counter() - start < 1.0
