@@ -283,3 +283,19 @@ def test_migrations_run_once_and_refuse_a_newer_schema(tmp_path: Path) -> None:
         schema.migrate(conn)
     conn.close()
     assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+async def test_numbers_do_not_split_a_group(store: Store) -> None:
+    ident = await store.register_database(db_config())
+    await store.append(
+        ident,
+        [
+            line(1, kind="checkpoint", message="checkpoint complete: wrote 12 buffers (0.1%); write=0.5 s"),
+            line(2, kind="checkpoint", message="checkpoint complete: wrote 907 buffers (5.5%); write=26.9 s"),
+            line(3, kind="checkpoint", message="checkpoint starting: time"),
+        ],
+        [],
+        0,
+    )
+    groups = await store.groups(ident.code, T0, 10)
+    assert sorted(g.count for g in groups) == [1, 2]
