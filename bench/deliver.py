@@ -70,18 +70,39 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _descendants(pid: int) -> list[int]:
+    """The process and its live descendants (the daemon's parse workers)."""
+    out = [pid]
+    for p in out:
+        try:
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                out.extend(int(c) for c in f.read().split())
+        except OSError:
+            pass
+    return out
+
+
 def proc_cpu_rss(pid: int) -> tuple[float, float, float]:
-    """(CPU seconds user+sys, peak RSS MB, current RSS MB) of a live process."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    cpu = (int(fields[11]) + int(fields[12])) / TICK
+    """(CPU seconds user+sys, peak RSS MB, current RSS MB) of a live process and its children.
+
+    The daemon parses in worker processes: their CPU and memory count. The peaks are summed,
+    an upper bound of the peak of the sum (the processes need not peak at the same moment).
+    """
+    cpu = 0.0
     hwm = rss = 0
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                hwm = int(line.split()[1])
-            elif line.startswith("VmRSS:"):
-                rss = int(line.split()[1])
+    for p in _descendants(pid):
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            cpu += (int(fields[11]) + int(fields[12])) / TICK
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        hwm += int(line.split()[1])
+                    elif line.startswith("VmRSS:"):
+                        rss += int(line.split()[1])
+        except OSError:
+            continue  # exited meanwhile
     return cpu, hwm / 1024, rss / 1024
 
 
@@ -617,7 +638,11 @@ def table(res: dict[str, Any]) -> str:
             ("backlog entries/s", f"{b['entries_per_s']:,}", ""),
             ("backlog entries received / written", f"{b['received']:,} / {b['entries']:,}", "all"),
             ("daemon CPU s during backlog", f"{b['cpu_s']}", ""),
-            ("daemon peak RSS MB (VmHWM) during backlog", f"{b['peak_rss_mb']}", f"<= {TARGETS['peak_rss_mb']}"),
+            (
+                "daemon + parse worker peak RSS MB (sum of VmHWM) during backlog",
+                f"{b['peak_rss_mb']}",
+                f"<= {TARGETS['peak_rss_mb']}",
+            ),
         ]
     s = res.get("steady") or (b or {}).get("steady")
     if s:
@@ -632,7 +657,11 @@ def table(res: dict[str, Any]) -> str:
         ]
     if b and "peak_rss_mb_after_steady" in b:
         rows.append(
-            ("daemon peak RSS MB, whole run", f"{b['peak_rss_mb_after_steady']}", f"<= {TARGETS['peak_rss_mb']}")
+            (
+                "daemon + parse worker peak RSS MB, whole run",
+                f"{b['peak_rss_mb_after_steady']}",
+                f"<= {TARGETS['peak_rss_mb']}",
+            )
         )
     for p in res.get("peers", []):
         if "skipped" in p:

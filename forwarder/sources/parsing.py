@@ -23,8 +23,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from forwarder.config import LogFormat
-from forwarder.pglog import EntryReader, make_reader
+from forwarder.pglog import EntryReader, Format, make_reader
 from forwarder.store.lines import Identity, Row, encode_rows
 
 
@@ -32,7 +31,7 @@ from forwarder.store.lines import Identity, Row, encode_rows
 class ReaderSpec:
     """What a reader of one file needs to know."""
 
-    fmt: LogFormat
+    fmt: Format
     line_prefix: str
     timezone: str
     identity: Identity
