@@ -135,10 +135,22 @@ def parse_group_id(text: str) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-def spec_fields(line: LogLine) -> dict[str, object]:
-    """The SPEC 2.1 fields a parsed line carries, in SPEC order (no id, host or database identity)."""
+# The SPEC 2.1 log line, in SPEC order: what every destination and the Logs API show.
+SPEC_FIELDS: Final = (
+    "id", "time", "host", "database_id", "database_name", "severity", "kind", "sqlstate", "message",
+    "detail", "hint", "context", "statement", "user", "database", "application", "client", "pid",
+    "duration_ms", "redacted",
+)  # fmt: skip
+IDENTITY_FIELDS: Final = ("id", "host", "database_id", "database_name")
+
+
+def line_document(line: LogLine, host: str, database_id: str, database_name: str) -> dict[str, object]:
+    """The SPEC 2.1 fields of a stored line but `id` (the store adds it), in SPEC order."""
     return {
         "time": format_time(line.time_us),
+        "host": host,
+        "database_id": database_id,
+        "database_name": database_name,
         "severity": line.severity,
         "kind": line.kind,
         "sqlstate": line.sqlstate,
@@ -155,3 +167,8 @@ def spec_fields(line: LogLine) -> dict[str, object]:
         "duration_ms": line.duration_ms,
         "redacted": line.redacted,
     }
+
+
+def spec_fields(line: LogLine) -> dict[str, object]:
+    """The SPEC 2.1 fields a parsed line carries, in SPEC order (no id, host or database identity)."""
+    return {k: v for k, v in line_document(line, "", "", "").items() if k not in IDENTITY_FIELDS}

@@ -104,17 +104,21 @@ class DaemonProcess:
     def get(self, path: str, key: str | None = None, **params: Any) -> Any:
         return request_json(self.url, key or self.key, path, params)
 
-    def patch(self, path: str, body: dict[str, Any]) -> Any:
+    def send(self, method: str, path: str, body: dict[str, Any]) -> Any:
+        """A write with a JSON body (read-write key); the JSON answer."""
         import json
 
         req = urllib.request.Request(  # noqa: S310 - loopback test URL
             self.url + path,
             data=json.dumps(body).encode(),
-            method="PATCH",
+            method=method,
             headers={"Authorization": f"Bearer {self.key}", "Content-Type": "application/json"},
         )
         with urllib.request.urlopen(req, timeout=10) as resp:  # noqa: S310
             return json.loads(resp.read())
+
+    def patch(self, path: str, body: dict[str, Any]) -> Any:
+        return self.send("PATCH", path, body)
 
     def all_lines(self, db: str, **params: Any) -> list[dict[str, Any]]:
         """Every line of `db` matching params, oldest first, paging with `before`."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from forwarder.model import KINDS
+from forwarder.model import KINDS, SPEC_FIELDS
 from forwarder.sinks import SINK_TYPES
 
 _STR_OR_NULL = {"type": ["string", "null"]}
@@ -47,28 +47,7 @@ def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any
 _LINE = {
     "type": "object",
     "description": "A log line (SPEC 2.1). Every field is always present; unknown values are null.",
-    "required": [
-        "id",
-        "time",
-        "host",
-        "database_id",
-        "database_name",
-        "severity",
-        "kind",
-        "sqlstate",
-        "message",
-        "detail",
-        "hint",
-        "context",
-        "statement",
-        "user",
-        "database",
-        "application",
-        "client",
-        "pid",
-        "duration_ms",
-        "redacted",
-    ],
+    "required": list(SPEC_FIELDS),
     "properties": {
         "id": {"type": "string", "pattern": "^[0-9]+$", "description": "Increasing; later lines have larger ids."},
         "time": {**_TIME, "description": "When PostgreSQL wrote the line, UTC, milliseconds."},

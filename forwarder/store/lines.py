@@ -16,7 +16,7 @@ from typing import Final
 
 import orjson
 
-from forwarder.model import KINDS, Kind, LogLine, format_time, group_key
+from forwarder.model import KINDS, Kind, LogLine, group_key, line_document
 
 KIND_CODE: Final[dict[str, int]] = {kind: code for code, kind in enumerate(KINDS)}
 TEXT_FIELDS: Final = ("message", "detail", "hint", "context", "statement")
@@ -72,29 +72,7 @@ class Group:
 
 def encode_doc(identity: Identity, line: LogLine) -> bytes:
     """The stored document: SPEC 2.1 fields in SPEC order, without `id`."""
-    return orjson.dumps(
-        {
-            "time": format_time(line.time_us),
-            "host": identity.host,
-            "database_id": identity.database_id,
-            "database_name": identity.database_name,
-            "severity": line.severity,
-            "kind": line.kind,
-            "sqlstate": line.sqlstate,
-            "message": line.message,
-            "detail": line.detail,
-            "hint": line.hint,
-            "context": line.context,
-            "statement": line.statement,
-            "user": line.user,
-            "database": line.database,
-            "application": line.application,
-            "client": line.client,
-            "pid": line.pid,
-            "duration_ms": line.duration_ms,
-            "redacted": line.redacted,
-        }
-    )
+    return orjson.dumps(line_document(line, identity.host, identity.database_id, identity.database_name))
 
 
 def splice_id(line_id: int, doc: bytes) -> bytes:

@@ -14,13 +14,11 @@ kill moment, from a seeded RNG), SIGKILLs the daemon and restarts it. Afterwards
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import random
 import signal
 import threading
 import time
-import urllib.request
 from collections import Counter, defaultdict
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
@@ -66,17 +64,6 @@ def receiver() -> Iterator[tuple[WebhookReceiver, LoopThread]]:
     finally:
         thread.run(recv.aclose())
         thread.close()
-
-
-def post_json(d: DaemonProcess, path: str, body: dict[str, Any]) -> Any:
-    req = urllib.request.Request(  # noqa: S310 - loopback test URL
-        d.url + path,
-        data=json.dumps(body).encode(),
-        method="POST",
-        headers={"Authorization": f"Bearer {d.key}", "Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(req, timeout=10) as resp:  # noqa: S310
-        return json.loads(resp.read())
 
 
 def hold(seconds: float) -> Callable[[], Coroutine[Any, Any, None]]:
@@ -126,8 +113,8 @@ def test_sigkill_during_delivery_loses_nothing_and_repeats_at_most_a_batch_per_k
     mid_delivery = 0  # kills that fell while written entries were still on their way
     try:
         d.start()
-        created = post_json(
-            d, "/v1/log-destinations", {"type": "webhook", "name": "crash", "config": {"url": recv.url}}
+        created = d.send(
+            "POST", "/v1/log-destinations", {"type": "webhook", "name": "crash", "config": {"url": recv.url}}
         )
         recv.secret = created["secret"]  # set before any line exists: nothing can be sent earlier
         # Each answer is held 0-150 ms, as a real receiver's would be: kills also fall mid-request,
