@@ -63,6 +63,21 @@ _HEAD: Final = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? [^,\n]{1,3
 _LONG: Final = 1 << 16  # records longer than this skip the csv module (its default field limit is 128 KiB)
 
 
+# csvlog columns copied to the entry as they are (PostgreSQL docs, "Using CSV-Format Log
+# Output"; the same positions in PG13's 24 and PG14+'s 26 columns).
+_TEXT_COLUMNS: Final = (
+    (12, "sqlstate"),
+    (14, "detail"),
+    (15, "hint"),
+    (16, "query"),
+    (18, "context"),
+    (19, "statement"),
+    (1, "user"),
+    (2, "database"),
+    (22, "application"),
+)
+
+
 class _OneRecord:
     """The iterable under the persistent `csv.reader`: yields the record set in `text`, then stops."""
 
@@ -262,33 +277,10 @@ class CsvlogReader(LineReader):
             message = f"{message} at character {pos}"
         entry = Entry(time_us, severity, message, nbytes)
         # Entry's fields default to None: only non-empty columns are set.
-        v = row[12]
-        if v:
-            entry.sqlstate = v
-        v = row[14]
-        if v:
-            entry.detail = v
-        v = row[15]
-        if v:
-            entry.hint = v
-        v = row[16]
-        if v:
-            entry.query = v
-        v = row[18]
-        if v:
-            entry.context = v
-        v = row[19]
-        if v:
-            entry.statement = v
-        v = row[1]
-        if v:
-            entry.user = v
-        v = row[2]
-        if v:
-            entry.database = v
-        v = row[22]
-        if v:
-            entry.application = v
+        for column, name in _TEXT_COLUMNS:
+            v = row[column]
+            if v:
+                setattr(entry, name, v)
         v = row[4]
         if v:
             entry.client = client_of(v)
