@@ -65,11 +65,6 @@ class FakeClock:
         heapq.heappush(self._sleepers, (self._mono + seconds, next(self._seq), fut))
         await fut
 
-    @property
-    def sleepers(self) -> int:
-        """How many sleeps are waiting (tests wait for a task to reach its sleep)."""
-        return sum(1 for _, _, f in self._sleepers if not f.done())
-
     def next_wake(self) -> float | None:
         """Seconds until the earliest pending sleep ends (None when nothing sleeps)."""
         pending = [when for when, _, f in self._sleepers if not f.done()]

@@ -94,8 +94,6 @@ class DatabaseFollower:
         self.enabled = True
         self._full_text = False
         self._wake = asyncio.Event()
-        self.lines_read = 0
-        self.bytes_read = 0
 
     @property
     def full_text(self) -> bool:
@@ -345,8 +343,6 @@ class DatabaseFollower:
         if not lines and not offsets:
             return
         await self._store.append_rows(self.identity, lines, offsets, raw)
-        self.lines_read += len(lines)
-        self.bytes_read += raw
 
     async def _commit(self, lines: list[Row], files: list[_File]) -> None:
         """Store lines and the offsets they take each file to, in one transaction."""

@@ -54,7 +54,6 @@ class Page:
     """Documents (id spliced in) newest first, and whether the query had more beyond the limit."""
 
     docs: list[bytes]
-    ids: list[int]
     has_more: bool
 
 
@@ -240,7 +239,7 @@ def list_lines(conn: sqlite3.Connection, db_code: int, query: LineQuery) -> Page
     rows = rows[: query.limit]
     if order == "ASC":
         rows.reverse()
-    return Page(docs=[splice_id(i, d) for i, d in rows], ids=[i for i, _ in rows], has_more=has_more)
+    return Page(docs=[splice_id(i, d) for i, d in rows], has_more=has_more)
 
 
 def register_functions(conn: sqlite3.Connection) -> None:

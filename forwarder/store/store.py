@@ -55,7 +55,6 @@ class Store:
         self._readers_lock = threading.Lock()
         self._new_lines = asyncio.Event()
         self.head_id = 0
-        self.retention_deleted = 0
         self._last_append = 0.0  # event-loop time of the last append
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -354,7 +353,6 @@ class Store:
             if n == 0:
                 break
             deleted += n
-        self.retention_deleted += deleted
         if deleted:
             log.info("retention deleted lines", extra={"deleted": deleted})
         return deleted
