@@ -165,9 +165,6 @@ async def overview(request: web.Request) -> web.Response:
     day = day_of(now)
     numbers = await ctx.store.overview_numbers(db.identity.code, now_us - DAY_US, day)
     source = db.source_status()
-    usage = numbers["usage"]
-    assert isinstance(usage, tuple)
-    oldest = numbers["oldest_us"]
     return json_response(
         {
             "database": {"id": db.config.id, "name": db.config.name, "host": db.config.host},
@@ -179,14 +176,14 @@ async def overview(request: web.Request) -> web.Response:
                 "file": source.file,
                 "reason": source.reason,
             },
-            "counts_24h": numbers["counts"],
+            "counts_24h": numbers.counts,
             "retention": {
                 "days": ctx.config.store.retention_days,
                 "max_bytes": ctx.config.store.max_bytes,
-                "store_bytes": numbers["used_bytes"],
-                "oldest_time": format_time(oldest) if isinstance(oldest, int) else None,
+                "store_bytes": numbers.used_bytes,
+                "oldest_time": format_time(numbers.oldest_us) if numbers.oldest_us is not None else None,
             },
-            "usage_today": {"day": day, "lines": usage[0], "bytes": usage[1]},
+            "usage_today": {"day": day, "lines": numbers.usage_lines, "bytes": numbers.usage_bytes},
         }
     )
 

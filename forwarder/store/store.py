@@ -12,6 +12,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
@@ -33,6 +34,17 @@ SIZE_TARGET = 0.95  # size retention aims at this fraction of max_bytes
 FTS_QUIET_SECONDS = 0.2  # the index waits for appends to pause this long...
 FTS_MAX_TAIL = 1_000_000  # ...unless this many lines are not indexed yet (a scan of them takes ~2 s)
 FTS_BATCH = 5000
+
+
+@dataclass(frozen=True, slots=True)
+class OverviewNumbers:
+    """What the overview reads from the store in one snapshot."""
+
+    counts: dict[str, int]  # lines per kind (every kind) in the window
+    usage_lines: int  # stored today
+    usage_bytes: int  # of server log read today
+    oldest_us: int | None  # the database's oldest line
+    used_bytes: int  # of the whole store
 
 
 def day_of(now: float) -> str:
@@ -202,16 +214,18 @@ class Store:
     async def groups(self, db_code: int, from_us: int, limit: int) -> list[L.Group]:
         return await self._read(lambda c: L.groups(c, db_code, from_us, limit))
 
-    async def overview_numbers(self, db_code: int, since_us: int, day: str) -> dict[str, object]:
+    async def overview_numbers(self, db_code: int, since_us: int, day: str) -> OverviewNumbers:
         """Counts per kind since `since_us`, the day's usage, the oldest line and the store size."""
 
-        def _q(c: sqlite3.Connection) -> dict[str, object]:
-            return {
-                "counts": L.counts_by_kind(c, db_code, since_us),
-                "usage": S.usage(c, db_code, day),
-                "oldest_us": L.oldest_time(c, db_code),
-                "used_bytes": L.used_bytes(c),
-            }
+        def _q(c: sqlite3.Connection) -> OverviewNumbers:
+            lines, nbytes = S.usage(c, db_code, day)
+            return OverviewNumbers(
+                counts=L.counts_by_kind(c, db_code, since_us),
+                usage_lines=lines,
+                usage_bytes=nbytes,
+                oldest_us=L.oldest_time(c, db_code),
+                used_bytes=L.used_bytes(c),
+            )
 
         return await self._read(_q)
 

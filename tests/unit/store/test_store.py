@@ -192,11 +192,10 @@ async def test_overview_numbers_count_by_kind_and_usage(store: Store) -> None:
     ident = await store.register_database(db_config())
     await store.append(ident, [line(1, kind="error"), line(2, kind="error"), line(3, kind="connection")], [], 1234)
     numbers = await store.overview_numbers(ident.code, T0, "2027-01-15")
-    counts = numbers["counts"]
-    assert isinstance(counts, dict)
+    counts = numbers.counts
     assert counts["error"] == 2 and counts["connection"] == 1 and counts["deadlock"] == 0
     assert set(counts) == set(KINDS)
-    assert numbers["usage"] == (3, 1234)
+    assert (numbers.usage_lines, numbers.usage_bytes) == (3, 1234)
 
 
 async def test_retention_deletes_lines_older_than_retention_days(tmp_path: Path) -> None:
@@ -225,7 +224,7 @@ async def test_retention_keeps_the_store_under_max_bytes(tmp_path: Path) -> None
             await store.append(ident, [line(batch * 500 + i, message="x" * 400) for i in range(500)], [], 0)
         assert await store.retention_once() > 0
         numbers = await store.overview_numbers(ident.code, 0, "2027-01-15")
-        assert isinstance(numbers["used_bytes"], int) and numbers["used_bytes"] <= 2 << 20
+        assert numbers.used_bytes <= 2 << 20
         newest = await store.list_lines(ident.code, LineQuery(limit=1))
         assert ids(newest.docs) == [10_000]  # the newest line survives; the oldest went
     finally:
