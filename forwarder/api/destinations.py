@@ -101,11 +101,7 @@ def _config(kind: str, config: dict[str, Any]) -> dict[str, Any]:
     try:
         model = SINK_TYPES[kind].config.model_validate(config)
     except ValidationError as exc:
-        err = exc.errors(include_url=False, include_input=False)[0]
-        name = ".".join(["config", *(str(p) for p in err["loc"])])
-        raise bad_body(
-            name, "unknown field" if err["type"] == "extra_forbid" or err["type"] == "extra_forbidden" else err["msg"]
-        ) from None
+        raise validation_error(exc, within="config") from None
     return model.model_dump(mode="json", exclude_none=True)
 
 

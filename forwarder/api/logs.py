@@ -210,10 +210,10 @@ async def read_json_object(request: web.Request) -> dict[str, object]:
     return data
 
 
-def validation_error(exc: ValidationError) -> ApiError:
-    """The first problem of a body, naming its field."""
+def validation_error(exc: ValidationError, within: str = "") -> ApiError:
+    """The first problem of a body, naming its field (`within` prefixes it: `config.url`)."""
     err = exc.errors(include_url=False, include_input=False)[0]
-    name = ".".join(str(p) for p in err["loc"])
+    name = ".".join([*([within] if within else []), *(str(p) for p in err["loc"])])
     message = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
     return bad_body(name, message)
 
