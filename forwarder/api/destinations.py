@@ -13,7 +13,7 @@ from forwarder.api.context import CONTEXT, ApiContext, Destinations
 from forwarder.api.errors import ApiError, bad_body, json_response
 from forwarder.api.logs import read_json_object, validation_error
 from forwarder.model import KINDS, expand_kinds, format_time
-from forwarder.sinks import SINK_TYPES
+from forwarder.sinks import SINK_TYPES, sink_address
 from forwarder.store.destinations import DeliveryState, Destination, LineFilter
 
 routes = web.RouteTableDef()
@@ -118,11 +118,11 @@ def _filter(ctx: ApiContext, body: FilterBody) -> LineFilter:
 
 
 async def _check_address(control: Destinations, kind: str, config: dict[str, Any]) -> None:
-    field = SINK_TYPES[kind].url_field
-    if field and field in config:
-        problem = await control.check_url(str(config[field]))
+    address = sink_address(kind, SINK_TYPES[kind].config.model_validate(config))
+    if address is not None:
+        problem = await control.check_address(address)
         if problem:
-            raise bad_body(f"config.{field}", problem)
+            raise bad_body(f"config.{address.field}", problem)
 
 
 async def _found(ctx: ApiContext, dest_id: str) -> tuple[Destination, DeliveryState]:

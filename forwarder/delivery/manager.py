@@ -7,6 +7,7 @@ import contextlib
 import ipaddress
 import logging
 import socket
+import ssl
 from collections.abc import Sequence
 
 import aiohttp
@@ -18,7 +19,9 @@ from forwarder.delivery.netguard import (
     DnsResolver,
     Refused,
     Resolver,
+    check_host,
     guarded_session,
+    open_checked_connection,
     parse_destination_url,
     resolve_checked,
 )
@@ -26,7 +29,7 @@ from forwarder.model import LogLine
 from forwarder.secrets import SecretBox
 from forwarder.sinks import build_sink
 from forwarder.sinks._http import HttpSender
-from forwarder.sinks.base import Outcome, OutLine, Sink
+from forwarder.sinks.base import Address, Outcome, OutLine, Sink, SinkEnv
 from forwarder.store import Store
 from forwarder.store.destinations import DeliveryState, Destination
 from forwarder.store.lines import Identity, encode_doc, splice_id
@@ -64,14 +67,25 @@ class DeliveryManager:
             if dest.enabled:
                 self._start(dest, state)
 
-    async def check_url(self, url: str) -> str | None:
-        """Why a receiver URL is refused (not http(s), or not a public address), or None."""
+    async def check_address(self, address: Address) -> str | None:
+        """Why a receiver's address is refused (not http(s), or not a public address), or None."""
         try:
-            target = parse_destination_url(url)
-            await resolve_checked(target.host, target.port, self.resolver, self.allowed_networks)
+            if address.url is not None:
+                target = parse_destination_url(address.url)
+                host, port = target.host, target.port
+            else:
+                assert address.host is not None and address.port is not None
+                endpoint = check_host(address.host, address.port)
+                host, port = endpoint.host, endpoint.port
+            await resolve_checked(host, port, self.resolver, self.allowed_networks)
         except Refused as exc:
             return exc.reason
         return None
+
+    async def _open_connection(
+        self, host: str, port: int, ssl_context: ssl.SSLContext
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        return await open_checked_connection(host, port, self.resolver, self.allowed_networks, ssl_context)
 
     def open_secret(self, dest: Destination) -> str | None:
         return self._box.open(dest.sealed_secret, dest.id) if dest.sealed_secret else None
@@ -81,7 +95,8 @@ class DeliveryManager:
 
     def _sink(self, dest: Destination) -> Sink:
         assert self._session is not None, "start() first"
-        return build_sink(dest.type, dest.config, self.open_secret(dest), HttpSender(self._session))
+        env = SinkEnv(HttpSender(self._session), self._open_connection, self._store.store_id)
+        return build_sink(dest.type, dest.config, self.open_secret(dest), env)
 
     def _start(self, dest: Destination, state: DeliveryState) -> None:
         deliverer = Deliverer(dest, state, self._sink(dest), self._store, self._clock, dest.filter.matcher(self._codes))

@@ -7,7 +7,9 @@ on the destination live in `delivery/`, once for every kind.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import asyncio
+import ssl
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol
 
@@ -112,3 +114,39 @@ class Sink(Protocol):
     async def aclose(self) -> None:
         """Release connections."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """Where a destination connects, named by the config key that holds it (for the API's error).
+
+    HTTP kinds give a `url`; stream kinds (syslog) give `host` and `port`.
+    """
+
+    field: str
+    url: str | None = None
+    host: str | None = None
+    port: int | None = None
+
+
+def url_address(field: str, url: str) -> Address:
+    return Address(field, url=url)
+
+
+class HttpClient(Protocol):
+    """Sends one HTTP request (sinks/_http.py's HttpSender, behind the network guard)."""
+
+    async def send(self, request: Request) -> Response: ...
+
+
+# Opens a TLS stream to host:port at an address the network guard checked (syslog over TLS).
+OpenConnection = Callable[[str, int, ssl.SSLContext], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]
+
+
+@dataclass(frozen=True, slots=True)
+class SinkEnv:
+    """What the delivery layer lends a sink: guarded I/O and the store's identity."""
+
+    http: HttpClient
+    open_connection: OpenConnection
+    store_id: str  # stable random identity of this store (Elasticsearch derives `_id` from it)

@@ -16,8 +16,8 @@ from typing import ClassVar, Final
 from pydantic import BaseModel, ConfigDict, Field
 
 from forwarder.model import format_time
-from forwarder.sinks._http import HttpSender, classify_status, error_outcome
-from forwarder.sinks.base import BatchLimits, Outcome, OutLine, Request, Response
+from forwarder.sinks._http import classify_status, error_outcome
+from forwarder.sinks.base import BatchLimits, HttpClient, Outcome, OutLine, Request, Response
 
 MAX_LINES: Final = 500  # SPEC 8: at most 500 lines per batch
 MAX_BYTES: Final = 10 * 1024 * 1024
@@ -43,7 +43,7 @@ class WebhookSink:
     limits = BatchLimits(MAX_LINES, MAX_BYTES)
     timeout_seconds = TIMEOUT_SECONDS
 
-    def __init__(self, config: WebhookConfig, secret: str, http: HttpSender) -> None:
+    def __init__(self, config: WebhookConfig, secret: str, http: HttpClient) -> None:
         self.config = config
         self._secret = secret
         self._http = http

@@ -49,6 +49,25 @@ class ApiKey:
     revoked_at: int | None
 
 
+# --- the store itself ---------------------------------------------------------------------------
+
+STORE_ID_KEY: Final = "store_id"
+
+
+def store_id(conn: sqlite3.Connection) -> str:
+    """This store's random identity, made on first call and kept for its life.
+
+    Receivers that deduplicate by document id (Elasticsearch `_id`) combine it with the line id,
+    so two forwarders (or a store recreated from scratch) never collide on the same id.
+    """
+    row = conn.execute("SELECT value FROM kv WHERE key = ?", (STORE_ID_KEY,)).fetchone()
+    if row is not None:
+        return str(row[0])
+    value = secrets.token_hex(8)
+    conn.execute("INSERT INTO kv (key, value) VALUES (?, ?)", (STORE_ID_KEY, value))  # autocommit
+    return value
+
+
 # --- databases and settings -------------------------------------------------------------------
 
 

@@ -67,6 +67,7 @@ class Store:
         self._readers_lock = threading.Lock()
         self._new_lines = asyncio.Event()
         self.head_id = 0
+        self.store_id = ""  # random, made when the store is created: names this store to receivers
         self._last_append = 0.0  # event-loop time of the last append
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -75,13 +76,13 @@ class Store:
         """Open (creating if needed) and migrate the store."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
-        def _open() -> int:
+        def _open() -> tuple[int, str]:
             conn = schema.connect(str(self.path))
             schema.migrate(conn)
             self._writer = conn
-            return L.head_id(conn)
+            return L.head_id(conn), S.store_id(conn)
 
-        self.head_id = await asyncio.get_running_loop().run_in_executor(self._writer_pool, _open)
+        self.head_id, self.store_id = await asyncio.get_running_loop().run_in_executor(self._writer_pool, _open)
 
     async def aclose(self) -> None:
         """Close every connection; pending operations finish first."""

@@ -1,0 +1,89 @@
+"""Encoding helpers shared by the kinds: the line as text, UTF-8-safe cuts and packing into requests.
+
+Pure functions; each kind's `encode` composes them with its own body shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+# PostgreSQL's own labels for the parts of an entry (elog.c), so the text reads like its log.
+_TEXT_PARTS = (("detail", "DETAIL"), ("hint", "HINT"), ("context", "CONTEXT"), ("statement", "STATEMENT"))
+
+# PostgreSQL severity -> syslog-style level (RFC 5424 section 6.2.1 names), the mapping
+# PostgreSQL itself uses for syslog output (elog.c, write_syslog): DEBUG -> debug, LOG/INFO ->
+# info, NOTICE -> notice, WARNING -> warning, ERROR -> error (PostgreSQL says "warning" for
+# ERROR; we keep the stronger level so error facets work), FATAL -> critical, PANIC -> critical.
+LEVELS: Mapping[str, str] = {
+    "DEBUG": "debug",
+    "DEBUG1": "debug",
+    "DEBUG2": "debug",
+    "DEBUG3": "debug",
+    "DEBUG4": "debug",
+    "DEBUG5": "debug",
+    "LOG": "info",
+    "INFO": "info",
+    "STATEMENT": "info",
+    "NOTICE": "notice",
+    "WARNING": "warning",
+    "ERROR": "error",
+    "FATAL": "critical",
+    "PANIC": "critical",
+}
+
+
+def level(severity: str | None) -> str:
+    """critical, error, warning, notice, info or debug for a PostgreSQL severity (unknown -> info)."""
+    return LEVELS.get((severity or "").upper(), "info")
+
+
+def line_text(fields: Mapping[str, Any]) -> str:
+    """The line as text, the way PostgreSQL writes an entry: `SEVERITY:  message`, then one line per part.
+
+    Values are already removed from every part (the store keeps no other text).
+    """
+    head = f"{fields.get('severity') or 'LOG'}:  {fields.get('message') or ''}"
+    parts = [f"{label}:  {fields[key]}" for key, label in _TEXT_PARTS if fields.get(key)]
+    return "\n".join((head, *parts)) if parts else head
+
+
+def cut_utf8(data: bytes, max_bytes: int) -> bytes:
+    """`data` cut to at most `max_bytes`, never inside a UTF-8 sequence."""
+    if len(data) <= max_bytes:
+        return data
+    end = max_bytes
+    # Step back over continuation bytes (10xxxxxx) to the start of the sequence that crosses the cut.
+    while end > 0 and (data[end] & 0xC0) == 0x80:
+        end -= 1
+    return data[:end]
+
+
+def cut_text(text: str, max_bytes: int, marker: str = "...") -> str:
+    """`text` whose UTF-8 form fits `max_bytes`, ending in `marker` when it was cut."""
+    data = text.encode()
+    if len(data) <= max_bytes:
+        return text
+    return cut_utf8(data, max_bytes - len(marker.encode())).decode() + marker
+
+
+def pack(items: Sequence[tuple[T, int]], max_items: int, max_bytes: int, per_item: int = 0) -> list[list[T]]:
+    """Group `(item, size)` pairs in order: each group has at most `max_items` items and at most
+    `max_bytes` in sizes plus `per_item` for each (separators). An item larger than `max_bytes` on
+    its own still gets a group of its own: the caller cuts items to fit before packing.
+    """
+    groups: list[list[T]] = []
+    current: list[T] = []
+    used = 0
+    for item, size in items:
+        cost = size + per_item
+        if current and (len(current) >= max_items or used + cost > max_bytes):
+            groups.append(current)
+            current, used = [], 0
+        current.append(item)
+        used += cost
+    if current:
+        groups.append(current)
+    return groups
