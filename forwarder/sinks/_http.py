@@ -26,7 +26,8 @@ class HttpSender:
         async with self._session.request(
             request.method, request.url, data=request.body, headers=headers, allow_redirects=False
         ) as resp:
-            body = await resp.content.read(MAX_ERROR_BODY) if resp.status >= 300 else b""
+            limit = MAX_ERROR_BODY if resp.status >= 300 else request.success_body_bytes
+            body = await resp.content.read(limit) if limit else b""
             return Response(resp.status, dict(resp.headers), body)
 
 

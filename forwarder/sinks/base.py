@@ -57,11 +57,13 @@ class Request:
     method: str = "POST"
     url: str = ""
     headers: tuple[tuple[str, str], ...] = ()
+    success_body_bytes: int = 0  # how much of a 2xx answer's body the sink's classify reads (bulk items)
 
 
 @dataclass(frozen=True, slots=True)
 class Response:
-    """What the receiver answered (the body is cut to a few KiB: enough for an error text)."""
+    """What the receiver answered. The body of an error is cut to a few KiB (enough for its text);
+    a 2xx body is read only up to the request's `success_body_bytes`."""
 
     status: int
     headers: Mapping[str, str]
