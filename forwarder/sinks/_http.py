@@ -27,8 +27,20 @@ class HttpSender:
             request.method, request.url, data=request.body, headers=headers, allow_redirects=False
         ) as resp:
             limit = MAX_ERROR_BODY if resp.status >= 300 else request.success_body_bytes
-            body = await resp.content.read(limit) if limit else b""
-            return Response(resp.status, dict(resp.headers), body)
+            return Response(resp.status, dict(resp.headers), await _read_up_to(resp.content, limit))
+
+
+async def _read_up_to(stream: aiohttp.StreamReader, limit: int) -> bytes:
+    """At most `limit` bytes of a body (all of it when shorter): `read(n)` alone may return less."""
+    chunks: list[bytes] = []
+    left = limit
+    while left > 0:
+        chunk = await stream.read(left)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 def retry_after_seconds(headers: Mapping[str, str], now: float) -> float | None:
