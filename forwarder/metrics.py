@@ -6,11 +6,99 @@ Labels never carry secrets: destinations are labelled by their id and type only.
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 from typing import Final
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+)
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("pg-log-forwarder")
+    except importlib.metadata.PackageNotFoundError:  # running from a source tree that was not installed
+        return "unknown"
+
 
 REGISTRY: Final = CollectorRegistry(auto_describe=True)
+
+# process_* (CPU, resident memory, open descriptors, start time) and python_info, as every
+# Prometheus client exposes them; the defaults register with the global registry, not ours.
+ProcessCollector(registry=REGISTRY)
+PlatformCollector(registry=REGISTRY)
+
+BUILD_INFO: Final = Gauge("forwarder_build_info", "Always 1; the running version.", ("version",), registry=REGISTRY)
+BUILD_INFO.labels(_version()).set(1)
+
+# --- ingest: reading PostgreSQL's logs -------------------------------------------------------
+
+INGEST_LINES: Final = Counter(
+    "forwarder_ingest_lines",
+    "Log lines (entries) read and stored, by kind.",
+    ("database_id", "kind"),
+    registry=REGISTRY,
+)
+INGEST_BYTES: Final = Counter("forwarder_ingest_bytes", "Bytes of log files read.", ("database_id",), registry=REGISTRY)
+INGEST_PARSE_FAILURES: Final = Counter(
+    "forwarder_ingest_parse_failures",
+    "Lines not in the configured format (kept as kind other); a steady rate means a wrong log_line_prefix.",
+    ("database_id",),
+    registry=REGISTRY,
+)
+INGEST_TRUNCATED: Final = Counter(
+    "forwarder_ingest_entries_truncated",
+    "Entries cut at the 1 MiB cap.",
+    ("database_id",),
+    registry=REGISTRY,
+)
+SOURCE_UP: Final = Gauge(
+    "forwarder_ingest_source_up",
+    "1 while the database's log is readable, 0 when it is missing, unreadable or reading failed.",
+    ("database_id",),
+    registry=REGISTRY,
+)
+LAST_READ: Final = Gauge(
+    "forwarder_ingest_last_read_timestamp_seconds",
+    "Unix time of the last bytes read from the database's log.",
+    ("database_id",),
+    registry=REGISTRY,
+)
+
+# --- store -----------------------------------------------------------------------------------
+
+STORE_SIZE: Final = Gauge("forwarder_store_size_bytes", "Bytes of the store's pages in use.", registry=REGISTRY)
+STORE_MAX: Final = Gauge("forwarder_store_max_bytes", "The store's size cap (store.max_bytes).", registry=REGISTRY)
+STORE_LINES: Final = Gauge("forwarder_store_lines", "Lines in the store.", registry=REGISTRY)
+RETENTION_DELETED: Final = Counter(
+    "forwarder_store_retention_deleted_lines",
+    "Lines deleted by retention, by reason (age: past retention_days; size: over max_bytes).",
+    ("reason",),
+    registry=REGISTRY,
+)
+
+# --- HTTP API --------------------------------------------------------------------------------
+
+HTTP_REQUESTS: Final = Counter(
+    "forwarder_http_requests",
+    "API requests by route (its template, never the raw path) and status.",
+    ("route", "method", "status"),
+    registry=REGISTRY,
+)
+HTTP_DURATION: Final = Histogram(
+    "forwarder_http_request_duration_seconds",
+    "Time to answer an API request (long polls included).",
+    ("route", "method"),
+    registry=REGISTRY,
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+
+# --- destinations ----------------------------------------------------------------------------
 
 _DEST = ("destination_id", "type")
 
@@ -45,6 +133,18 @@ OLDEST_UNDELIVERED_AGE: Final = Gauge(
     _DEST,
     registry=REGISTRY,
 )
+CONSECUTIVE_FAILURES: Final = Gauge(
+    "forwarder_destination_consecutive_failures",
+    "Failed attempts since the destination's last success (0 when healthy).",
+    _DEST,
+    registry=REGISTRY,
+)
+LAST_SUCCESS: Final = Gauge(
+    "forwarder_destination_last_success_timestamp_seconds",
+    "Unix time of the destination's last accepted batch (0 before the first).",
+    _DEST,
+    registry=REGISTRY,
+)
 REQUEST_DURATION: Final = Histogram(
     "forwarder_destination_request_duration_seconds",
     "Time of one request to a destination, until its answer.",
@@ -56,10 +156,28 @@ REQUEST_DURATION: Final = Histogram(
 
 def forget_destination(dest_id: str, dest_type: str) -> None:
     """Remove a deleted destination's series so they do not linger at their last value."""
-    for metric in (LINES_SENT, BYTES_SENT, LAG_LINES, OLDEST_UNDELIVERED_AGE, REQUEST_DURATION):
+    for metric in (
+        LINES_SENT,
+        BYTES_SENT,
+        LAG_LINES,
+        OLDEST_UNDELIVERED_AGE,
+        REQUEST_DURATION,
+        CONSECUTIVE_FAILURES,
+        LAST_SUCCESS,
+    ):
         with contextlib.suppress(KeyError):
             metric.remove(dest_id, dest_type)
     for metric in (FAILURES, LINES_DROPPED):
         for labels in list(metric._metrics):  # series with a reason label
             if labels[:2] == (dest_id, dest_type):
                 metric.remove(*labels)
+
+
+def forget_database(database_id: str) -> None:
+    """Remove a database's series once it is no longer configured."""
+    for metric in (INGEST_BYTES, INGEST_PARSE_FAILURES, INGEST_TRUNCATED, SOURCE_UP, LAST_READ):
+        with contextlib.suppress(KeyError):
+            metric.remove(database_id)
+    for labels in list(INGEST_LINES._metrics):
+        if labels[0] == database_id:
+            INGEST_LINES.remove(*labels)

@@ -82,6 +82,7 @@ class LogLine(NamedTuple):
     # Not SPEC fields: kept in the store only.
     fingerprint: str | None = None  # query fingerprint of `statement` (the future query id)
     truncated: bool = False  # the entry was cut at the 1 MiB cap
+    unparsed: bool = False  # not in the configured format: kept whole as kind other
 
 
 @functools.lru_cache(maxsize=4096)

@@ -7,6 +7,7 @@ Lifecycle follows aiohttp's web_runner: `start()` binds (the daemon is ready onl
 from __future__ import annotations
 
 import logging
+import time
 from typing import Final
 
 from aiohttp import web
@@ -49,6 +50,25 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 
 
 @web.middleware
+async def metrics_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Count every request by its route template (never the raw path: ids would explode the series)."""
+    started = time.perf_counter()
+    status = 500
+    try:
+        response = await handler(request)
+        status = response.status
+        return response
+    except web.HTTPException as exc:
+        status = exc.status
+        raise
+    finally:
+        info = request.match_info.route.resource
+        route = info.canonical if info is not None else "unmatched"
+        metrics.HTTP_REQUESTS.labels(route, request.method, str(status)).inc()
+        metrics.HTTP_DURATION.labels(route, request.method).observe(time.perf_counter() - started)
+
+
+@web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Every /v1 path but the OpenAPI document needs a key (SPEC 5)."""
     if request.path.startswith("/v1/") and request.path not in PUBLIC_PATHS:
@@ -80,7 +100,7 @@ async def openapi(request: web.Request) -> web.Response:
 
 def build_app(ctx: ApiContext) -> web.Application:
     """The aiohttp application serving `ctx`."""
-    app = web.Application(middlewares=[error_middleware, auth_middleware], client_max_size=1 << 20)
+    app = web.Application(middlewares=[metrics_middleware, error_middleware, auth_middleware], client_max_size=1 << 20)
     app[CONTEXT] = ctx
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)

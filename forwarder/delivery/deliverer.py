@@ -100,6 +100,8 @@ class Deliverer:
         self._match = match
         self._labels = (dest.id, dest.type)
         self._lag_at = -1e18
+        metrics.CONSECUTIVE_FAILURES.labels(*self._labels).set(state.attempts)
+        metrics.LAST_SUCCESS.labels(*self._labels).set(state.last_success_at or 0)
 
     async def run(self) -> None:
         while True:
@@ -212,6 +214,8 @@ class Deliverer:
         dropped = state.dropped_lines - self.state.dropped_lines
         await self._store.save_delivery_state(self.dest.id, state, sent, dropped)
         self.state = state
+        metrics.CONSECUTIVE_FAILURES.labels(*self._labels).set(state.attempts)
+        metrics.LAST_SUCCESS.labels(*self._labels).set(state.last_success_at or 0)
 
     async def _refresh_lag(self, *, force: bool = False) -> None:
         now = self._clock.monotonic()

@@ -168,7 +168,7 @@ class Entry:
                 redacted = redacted or changed
         if query is not None:
             context = f"internal query: {query}" if context is None else f"internal query: {query}\n{context}"
-        # tuple.__new__ with all 18 values in LogLine's field order: a third of LogLine(...)'s
+        # tuple.__new__ with all 19 values in LogLine's field order: a third of LogLine(...)'s
         # cost (see forwarder/model.py); a test checks the result equals LogLine(**fields).
         return _new_line(
             LogLine,
@@ -191,5 +191,6 @@ class Entry:
                 redacted,
                 fp,
                 self.truncated,
+                self.orphan,
             ),
         )

@@ -23,6 +23,8 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from forwarder import metrics
+from forwarder.model import LogLine
 from forwarder.pglog import EntryReader, Format, make_reader
 from forwarder.store.lines import Identity, Row, encode_rows
 
@@ -37,7 +39,25 @@ class ReaderSpec:
     identity: Identity
 
 
-Parsed = tuple[list[Row], int, int]  # rows, committed offset, lines matched
+Parsed = tuple[list[Row], int, int, int, int]  # rows, committed offset, lines matched, unparsed, truncated
+
+
+def _rows(identity: Identity, lines: list[LogLine]) -> tuple[list[Row], int, int]:
+    """Rows to store, and how many of the lines were not in the format and how many were cut."""
+    unparsed = truncated = 0
+    for line in lines:
+        if line.unparsed:
+            unparsed += 1
+        if line.truncated:
+            truncated += 1
+    return encode_rows(identity, lines), unparsed, truncated
+
+
+def _count(database_id: str, unparsed: int, truncated: int) -> None:
+    if unparsed:
+        metrics.INGEST_PARSE_FAILURES.labels(database_id).inc(unparsed)
+    if truncated:
+        metrics.INGEST_TRUNCATED.labels(database_id).inc(truncated)
 
 
 class AsyncReader(Protocol):
@@ -71,17 +91,22 @@ class LocalReader:
     def lines_matched(self) -> int:
         return self._reader.lines_matched
 
+    def _done(self, lines: list[LogLine]) -> list[Row]:
+        rows, unparsed, truncated = _rows(self._identity, lines)
+        _count(self._identity.database_id, unparsed, truncated)
+        return rows
+
     async def feed(self, data: bytes, now: float) -> list[Row]:
         self._reader.full_text = self.full_text
-        return encode_rows(self._identity, self._reader.feed(data, now))
+        return self._done(self._reader.feed(data, now))
 
     async def flush_idle(self, now: float) -> list[Row]:
         self._reader.full_text = self.full_text
-        return encode_rows(self._identity, self._reader.flush_idle(now))
+        return self._done(self._reader.flush_idle(now))
 
     async def flush(self) -> list[Row]:
         self._reader.full_text = self.full_text
-        return encode_rows(self._identity, self._reader.flush())
+        return self._done(self._reader.flush())
 
     async def aclose(self) -> None:
         return None
@@ -106,7 +131,8 @@ def _w_call(handle: int, op: str, full_text: bool, data: bytes, now: float) -> P
         lines = reader.flush_idle(now)
     else:
         lines = reader.flush()
-    return encode_rows(identity, lines), reader.committed_offset, reader.lines_matched
+    rows, unparsed, truncated = _rows(identity, lines)
+    return rows, reader.committed_offset, reader.lines_matched, unparsed, truncated
 
 
 def _w_close(handle: int) -> None:
@@ -141,7 +167,7 @@ class ParseWorker:
     async def open(self, spec: ReaderSpec, full_text: bool) -> WorkerReader:
         handle = next(self._handles)
         await self.call(_w_open, handle, spec, full_text)
-        return WorkerReader(self, handle, full_text)
+        return WorkerReader(self, handle, full_text, spec.identity.database_id)
 
     async def aclose(self) -> None:
         if self._pool is not None:
@@ -152,8 +178,9 @@ class ParseWorker:
 class WorkerReader:
     """A reader living in a ParseWorker."""
 
-    def __init__(self, worker: ParseWorker, handle: int, full_text: bool) -> None:
+    def __init__(self, worker: ParseWorker, handle: int, full_text: bool, database_id: str) -> None:
         self._worker = worker
+        self._database_id = database_id
         self._handle = handle
         self.full_text = full_text
         self._committed = 0
@@ -168,10 +195,10 @@ class WorkerReader:
         return self._matched
 
     async def _call(self, op: str, data: bytes = b"", now: float = 0.0) -> list[Row]:
-        rows, self._committed, self._matched = await self._worker.call(
-            _w_call, self._handle, op, self.full_text, data, now
-        )
-        return rows  # type: ignore[no-any-return]
+        parsed: Parsed = await self._worker.call(_w_call, self._handle, op, self.full_text, data, now)
+        rows, self._committed, self._matched, unparsed, truncated = parsed
+        _count(self._database_id, unparsed, truncated)
+        return rows
 
     async def feed(self, data: bytes, now: float) -> list[Row]:
         return await self._call("feed", data, now)

@@ -21,11 +21,14 @@ import glob
 import logging
 import os
 import stat
+from collections import Counter
 from dataclasses import dataclass
 from typing import BinaryIO, Literal
 
+from forwarder import metrics
 from forwarder.clock import Clock
 from forwarder.config import DatabaseConfig
+from forwarder.model import KINDS
 from forwarder.sources.parsing import AsyncReader, LocalReader, ParseWorker, ReaderSpec
 from forwarder.store import Identity, SourceFile, Store
 from forwarder.store.lines import Row
@@ -76,6 +79,10 @@ class _File:
             self.fh = None
 
 
+# Reading states that mean the log cannot be read (forwarder_ingest_source_up = 0).
+_DOWN: frozenset[SourceState] = frozenset({"no_file", "permission_denied", "error"})
+
+
 class DatabaseFollower:
     """Reads one database's log files into the store; `run()` until cancelled."""
 
@@ -90,10 +97,22 @@ class DatabaseFollower:
         self._files: dict[tuple[int, int], _File] = {}
         self._known: dict[tuple[int, int], SourceFile] = {}
         self._retired: dict[bytes, int] = {}  # head -> end offset of files truncated or gone
-        self.status = SourceStatus()
+        self._status = SourceStatus()
         self.enabled = True
         self._full_text = False
         self._wake = asyncio.Event()
+        self._read_bytes = metrics.INGEST_BYTES.labels(db.id)
+        self._last_read = metrics.LAST_READ.labels(db.id)
+        self._lines_by_kind = [metrics.INGEST_LINES.labels(db.id, kind) for kind in KINDS]
+
+    @property
+    def status(self) -> SourceStatus:
+        return self._status
+
+    @status.setter
+    def status(self, value: SourceStatus) -> None:
+        self._status = value
+        metrics.SOURCE_UP.labels(self.db.id).set(0 if value.state in _DOWN else 1)
 
     @property
     def full_text(self) -> bool:
@@ -297,6 +316,8 @@ class DatabaseFollower:
                 if not chunk:
                     break
                 f.read_pos += len(chunk)
+                self._read_bytes.inc(len(chunk))
+                self._last_read.set(self._clock.now())
                 f.seen_lines += chunk.count(b"\n")
                 lines.extend(await f.reader.feed(chunk, now))
                 if len(lines) >= APPEND_LINES:
@@ -343,6 +364,8 @@ class DatabaseFollower:
         if not lines and not offsets:
             return
         await self._store.append_rows(self.identity, lines, offsets, raw)
+        for kind, n in Counter(row[2] for row in lines).items():
+            self._lines_by_kind[kind].inc(n)
 
     async def _commit(self, lines: list[Row], files: list[_File]) -> None:
         """Store lines and the offsets they take each file to, in one transaction."""

@@ -358,6 +358,9 @@ class Store:
             deleted += n
             if n < RETENTION_CHUNK:
                 break
+        by_age = deleted
+        if by_age:
+            metrics.RETENTION_DELETED.labels("age").inc(by_age)
         # Over the size cap: delete the oldest lines in proportion to the excess (aiming a little
         # below the cap so the next append does not trigger it again), measuring after each chunk.
         while (used := await self._read(L.used_bytes)) > self.config.max_bytes:
@@ -368,9 +371,18 @@ class Store:
             if n == 0:
                 break
             deleted += n
+            metrics.RETENTION_DELETED.labels("size").inc(n)
         if deleted:
-            log.info("retention deleted lines", extra={"deleted": deleted})
+            log.info("retention deleted lines", extra={"deleted": deleted, "by_age": by_age})
+        await self._refresh_gauges()
         return deleted
+
+    async def _refresh_gauges(self) -> None:
+        """The store's size and line count for /metrics (each retention pass: a count is not free)."""
+        used, count = await self._read(lambda c: (L.used_bytes(c), L.line_count(c)))
+        metrics.STORE_SIZE.set(used)
+        metrics.STORE_LINES.set(count)
+        metrics.STORE_MAX.set(self.config.max_bytes)
 
     def _delete(self, conn: sqlite3.Connection, rows: list[tuple[int, int, int]]) -> int:
         """Delete lines, first counting them as dropped for each destination that had not sent them."""
