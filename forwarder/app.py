@@ -1,25 +1,35 @@
-"""Builds and runs the daemon: store -> readers -> API, and takes them down in reverse.
+"""Builds and runs the daemon: store -> readers -> delivery -> API, and takes them down in reverse.
 
 Start order: open the store (migrations), register each database (seeding its settings), start
-one reader per database and the store's background work, then bind the API; the daemon is
-ready once the API is bound. Stop order: stop reading (pending entries are stored), close the
-API, stop background work, close the store.
+one reader per database and the store's background work, start delivery (config-declared
+destinations synced first), then bind the API; the daemon is ready once the API is bound, and
+tells systemd so (READY=1).
+
+Stop order (SIGTERM/SIGINT): STOPPING=1; stop reading (what was read is stored); close the API;
+let requests in flight to destinations finish for up to `delivery.shutdown_grace_seconds`,
+recording their outcome (cursors are persisted with every outcome); stop background work; close
+the store. SIGHUP reloads the config file: an invalid file is logged and the running config
+stays; otherwise only what changed restarts (a database's reader, a destination).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import signal
 from dataclasses import dataclass
+from pathlib import Path
 
 from forwarder.api.context import ApiContext, DatabaseView, SourceView
 from forwarder.api.server import ApiServer
 from forwarder.clock import Clock, SystemClock
-from forwarder.config import Config, DatabaseConfig
+from forwarder.config import Config, ConfigError, DatabaseConfig, load_config
 from forwarder.delivery.manager import DeliveryManager
 from forwarder.delivery.netguard import Resolver
+from forwarder.metrics import forget_database
+from forwarder.sdnotify import Notifier
 from forwarder.secrets import SecretBox, load_key
 from forwarder.sources.parsing import ParseWorker
 from forwarder.sources.tail import DatabaseFollower
@@ -27,12 +37,21 @@ from forwarder.store import DatabaseSettings, Identity, Store
 
 log = logging.getLogger(__name__)
 
+# Sections that are bound at start (a listening socket, an open store, the key of secrets at
+# rest, the worker processes): a reload that changes them says a restart is needed.
+RESTART_SECTIONS = ("server", "store", "security", "ingest")
+
+
+class StartupFailed(Exception):
+    """The daemon could not start (exit code 3); the message says why, never a secret."""
+
 
 @dataclass(slots=True)
 class _Database:
     config: DatabaseConfig
     identity: Identity
     follower: DatabaseFollower
+    task: asyncio.Task[None]
 
     def source_status(self) -> SourceView:
         return self.follower.status
@@ -55,19 +74,31 @@ class _Registry:
 
 
 class Daemon:
-    """The whole daemon; `start()` then `aclose()`, or `run()` until SIGTERM/SIGINT."""
+    """The whole daemon; `start()` then `aclose()`, or `run()` until SIGTERM/SIGINT (SIGHUP reloads)."""
 
-    def __init__(self, config: Config, clock: Clock | None = None, resolver: Resolver | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        clock: Clock | None = None,
+        resolver: Resolver | None = None,
+        config_path: str | Path | None = None,
+        notifier: Notifier | None = None,
+    ) -> None:
         self.config = config
+        self.config_path = config_path  # where SIGHUP re-reads the config from; None: no reload
         self.clock = clock or SystemClock()
         self._resolver = resolver  # tests give a scripted one; None resolves with DNS
+        self._notifier = notifier or Notifier()
         self.delivery: DeliveryManager | None = None
         self._workers: list[ParseWorker] = []
+        self._next_worker = itertools.count()
         self.store = Store(config.store, self.clock)
         self.registry = _Registry()
         self.api: ApiServer | None = None
-        self._tasks: list[asyncio.Task[None]] = []
+        self._ctx: ApiContext | None = None
+        self._store_task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
+        self._reload = asyncio.Event()
 
     @property
     def port(self) -> int:
@@ -76,65 +107,159 @@ class Daemon:
     async def start(self) -> None:
         await self.store.start()
         self._workers = [ParseWorker() for _ in range(self.config.ingest.parse_workers)]
-        for i, db in enumerate(self.config.databases):
-            identity = await self.store.register_database(db)
-            worker = self._workers[i % len(self._workers)] if self._workers else None
-            follower = DatabaseFollower(db, identity, self.store, self.clock, worker)
-            settings = await self.store.get_settings(db.id) or DatabaseSettings(db.enabled, db.full_text)
-            follower.apply_settings(settings.enabled, settings.full_text)
-            self.registry.by_id[db.id] = _Database(db, identity, follower)
-            self._tasks.append(asyncio.create_task(follower.run(), name=f"read:{db.id}"))
-        self._tasks.append(asyncio.create_task(self.store.run(), name="store"))
+        for db in self.config.databases:
+            await self._start_database(db)
+        self._store_task = asyncio.create_task(self.store.run(), name="store")
         box = SecretBox(load_key(self.config.security.secrets_key_file))
         self.delivery = DeliveryManager(
             self.store, self.clock, box, self.config.security.networks(), resolver=self._resolver
         )
         await self.delivery.start()
-        ctx = ApiContext(
+        await self.delivery.sync_config(self.config.destinations)
+        self._ctx = ApiContext(
             config=self.config,
             store=self.store,
             databases=self.registry,
             clock=self.clock,
             destinations=self.delivery,
         )
-        self.api = ApiServer(ctx)
+        self.api = ApiServer(self._ctx)
         await self.api.start()
         log.info(
             "forwarder ready",
             extra={"host": self.config.server.host, "port": self.api.port, "databases": len(self.registry.by_id)},
         )
 
+    async def _start_database(self, db: DatabaseConfig) -> None:
+        identity = await self.store.register_database(db)
+        worker = self._workers[next(self._next_worker) % len(self._workers)] if self._workers else None
+        follower = DatabaseFollower(db, identity, self.store, self.clock, worker)
+        settings = await self.store.get_settings(db.id) or DatabaseSettings(db.enabled, db.full_text)
+        follower.apply_settings(settings.enabled, settings.full_text)
+        task = asyncio.create_task(follower.run(), name=f"read:{db.id}")
+        self.registry.by_id[db.id] = _Database(db, identity, follower, task)
+
+    async def _stop_database(self, db_id: str) -> None:
+        """Stop one reader; cancelling it stores what it has pending (DatabaseFollower.run's finally)."""
+        found = self.registry.by_id.pop(db_id, None)
+        if found is None:
+            return
+        found.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await found.task
+
     def request_stop(self) -> None:
         self._stop.set()
 
+    def request_reload(self) -> None:
+        self._reload.set()
+
     async def run(self) -> None:
-        """Start, serve until SIGTERM/SIGINT, stop cleanly."""
+        """Start, serve until SIGTERM/SIGINT (reloading on SIGHUP), stop cleanly.
+
+        Raises StartupFailed when the daemon cannot start.
+        """
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
+        loop.add_signal_handler(signal.SIGHUP, self.request_reload)
+        watchdog: asyncio.Task[None] | None = None
         try:
-            await self.start()
-            await self._stop.wait()
+            try:
+                await self.start()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.error("startup failed", extra={"error": f"{type(exc).__name__}: {exc}"})
+                raise StartupFailed(f"{type(exc).__name__}: {exc}") from exc
+            self._notifier.notify("READY=1", f"STATUS=serving on port {self.port}")
+            if self._notifier.watchdog_seconds:
+                watchdog = asyncio.create_task(self._watchdog(self._notifier.watchdog_seconds), name="watchdog")
+            while not self._stop.is_set():
+                stop = asyncio.ensure_future(self._stop.wait())
+                reload = asyncio.ensure_future(self._reload.wait())
+                await asyncio.wait((stop, reload), return_when=asyncio.FIRST_COMPLETED)
+                stop.cancel()
+                reload.cancel()
+                if self._reload.is_set() and not self._stop.is_set():
+                    self._reload.clear()
+                    self._notifier.notify("RELOADING=1", "STATUS=reloading the config")
+                    await self.reload()
+                    self._notifier.notify("READY=1", f"STATUS=serving on port {self.port}")
             log.info("stopping")
         finally:
+            self._notifier.notify("STOPPING=1", "STATUS=stopping")
+            if watchdog is not None:
+                watchdog.cancel()
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                loop.remove_signal_handler(sig)
             await self.aclose()
+            self._notifier.close()
+
+    async def _watchdog(self, interval_seconds: float) -> None:
+        """WATCHDOG=1 from the event loop itself: a loop stuck for WatchdogSec gets the daemon restarted."""
+        while True:
+            self._notifier.notify("WATCHDOG=1")
+            await asyncio.sleep(interval_seconds)
+
+    async def reload(self) -> bool:
+        """Re-read the config file and apply what changed; False (old config kept) if it is invalid."""
+        if self.config_path is None:
+            log.warning("reload asked, but the daemon was not started from a config file")
+            return False
+        try:
+            new = load_config(self.config_path)
+        except ConfigError as exc:
+            log.error(
+                "config reload failed; the running config stays",
+                extra={"path": str(self.config_path), "problems": exc.problems},
+            )
+            return False
+        old = self.config
+        pinned = [name for name in RESTART_SECTIONS if getattr(new, name) != getattr(old, name)]
+        if pinned:
+            log.warning("these config sections change only with a restart", extra={"sections": pinned})
+        merged = new.model_copy(update={name: getattr(old, name) for name in RESTART_SECTIONS})
+        await self._apply_databases(old, merged)
+        self.config = merged
+        if self._ctx is not None:
+            self._ctx.config = merged
+        if self.delivery is not None:
+            await self.delivery.sync_config(merged.destinations)
+        log.info("config reloaded", extra={"path": str(self.config_path)})
+        return True
+
+    async def _apply_databases(self, old: Config, new: Config) -> None:
+        before = {db.id: db for db in old.databases}
+        after = {db.id: db for db in new.databases}
+        for db_id, db in before.items():
+            if after.get(db_id) != db:
+                await self._stop_database(db_id)
+                if db_id not in after:
+                    forget_database(db_id)
+                    log.info("database removed from the config; its reader stopped", extra={"database_id": db_id})
+        for db_id, db in after.items():
+            if before.get(db_id) != db:
+                await self._start_database(db)
+                log.info(
+                    "database reader started" if db_id not in before else "database changed; reader restarted",
+                    extra={"database_id": db_id},
+                )
 
     async def aclose(self) -> None:
-        # Readers first: cancelling one stores what it has pending (DatabaseFollower.run's finally).
-        readers = [t for t in self._tasks if t.get_name().startswith("read:")]
-        others = [t for t in self._tasks if t not in readers]
-        for group in (readers, others):
-            for task in group:
-                task.cancel()
-            for task in group:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        self._tasks.clear()
-        for worker in self._workers:
-            await worker.aclose()
-        if self.delivery is not None:
-            await self.delivery.aclose()
+        # Readers first: cancelling one stores what it has pending.
+        for db_id in list(self.registry.by_id):
+            await self._stop_database(db_id)
         if self.api is not None:
             await self.api.aclose()
+        if self.delivery is not None:
+            await self.delivery.drain(self.config.delivery.shutdown_grace_seconds)
+        if self._store_task is not None:
+            self._store_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._store_task
+            self._store_task = None
+        for worker in self._workers:
+            await worker.aclose()
         if self.store.is_open:
             await self.store.aclose()

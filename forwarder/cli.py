@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -40,7 +39,7 @@ def _load(path: str) -> Config:
 
 def cmd_run(args: argparse.Namespace) -> int:
     config = _load(args.config)
-    from forwarder.app import Daemon
+    from forwarder.app import Daemon, StartupFailed
     from forwarder.logsetup import setup_logging
 
     setup_logging(args.log_level)
@@ -51,10 +50,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ImportError:  # pragma: no cover - uvloop is a dependency on every supported platform
         pass
     try:
-        asyncio.run(Daemon(config).run())
-    except OSError as exc:
-        logging.getLogger("forwarder").error("startup failed: %s", exc)
-        return EX_STARTUP
+        asyncio.run(Daemon(config, config_path=args.config).run())
+    except StartupFailed:
+        return EX_STARTUP  # logged by the daemon
     return EX_OK
 
 
@@ -200,9 +198,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--key", required=True)
     p.set_defaults(func=cmd_login)
 
-    from forwarder.client import add_logs_parser
+    from forwarder.client import add_logs_parser, add_operator_parsers
 
     add_logs_parser(sub, cmd_logs)
+    add_operator_parsers(sub)
     return parser
 
 

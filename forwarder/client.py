@@ -30,13 +30,20 @@ class ClientError(Exception):
     """A request that did not succeed; the text is safe to print (never holds the key)."""
 
 
-def request_json(url: str, key: str, path: str, params: dict[str, Any] | None = None, timeout: float = 60) -> Any:
+def request_json(
+    url: str,
+    key: str,
+    path: str,
+    params: dict[str, Any] | None = None,
+    timeout: float = 60,
+    method: str = "GET",
+) -> Any:
     query = urllib.parse.urlencode([(k, v) for k, v in (params or {}).items() if v is not None], doseq=True)
     if not url.startswith(("http://", "https://")):
         raise ClientError(f"the server URL must start with http:// or https:// (got {url!r})")
     full = url.rstrip("/") + path + (f"?{query}" if query else "")
     headers = {"Authorization": f"Bearer {key}", "Accept": "application/json"}
-    req = urllib.request.Request(full, headers=headers)  # noqa: S310 - scheme checked above
+    req = urllib.request.Request(full, headers=headers, method=method)  # noqa: S310 - scheme checked above
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - scheme checked above
             return json.loads(resp.read())
@@ -194,6 +201,97 @@ def _print_overview(data: dict[str, Any]) -> None:
     r, u = data["retention"], data["usage_today"]
     print(f"  retention  {r['days']} days, {r['store_bytes']}/{r['max_bytes']} bytes, oldest {r['oldest_time']}")
     print(f"  today      {u['lines']} lines, {u['bytes']} bytes read")
+
+
+# --- operators: status and destinations ------------------------------------------------------
+
+
+def status_command(args: argparse.Namespace) -> int:
+    """Each database's reader and each destination's delivery, from the running daemon."""
+    try:
+        url, key = _credentials(args)
+        databases = request_json(url, key, "/v1/databases")["databases"]
+        overviews = [
+            request_json(url, key, f"/v1/databases/{urllib.parse.quote(d['id'], safe='')}/logs/overview")
+            for d in databases
+        ]
+        destinations = request_json(url, key, "/v1/log-destinations")["destinations"]
+    except ClientError as exc:
+        print(f"forwarder status: {exc}", file=sys.stderr)
+        return EX_FAILED
+    if args.json:
+        print(json.dumps({"databases": overviews, "destinations": destinations}))
+        return EX_OK
+    print(f"forwarder at {url}")
+    print("databases:" if overviews else "databases: none configured")
+    for o in overviews:
+        src = o["source"]
+        where = src["file"] or src["path"]
+        reason = f" ({src['reason']})" if src["reason"] else ""
+        print(f"  {o['database']['id']:<20} {src['state']:<17} {where}{reason}")
+    print("destinations:" if destinations else "destinations: none")
+    for d in destinations:
+        print(f"  {d['id']:<20} {d['type']:<13} {_delivery_state(d)}")
+        if d["delivery"]["last_error"]:
+            print(f"  {'':<20} last error {d['delivery']['last_error_at']}: {d['delivery']['last_error']}")
+    return EX_OK
+
+
+def _delivery_state(d: dict[str, Any]) -> str:
+    s = d["delivery"]
+    if not d["enabled"]:
+        state = "disabled"
+    elif s["attempts"]:
+        state = f"failing ({s['attempts']} attempts, next {s['next_attempt_at']})"
+    else:
+        state = "ok"
+    return f"{state}; lag {s['lag_lines']} lines, oldest {s['oldest_undelivered_age_seconds']} s"
+
+
+def destinations_command(args: argparse.Namespace) -> int:
+    try:
+        url, key = _credentials(args)
+        if args.destinations_command == "list":
+            data = request_json(url, key, "/v1/log-destinations")
+            if args.json:
+                print(json.dumps(data))
+            else:
+                for d in data["destinations"]:
+                    print(f"{d['id']:<20} {d['type']:<13} {d['name']:<20} {_delivery_state(d)}")
+            return EX_OK
+        ref = urllib.parse.quote(args.id, safe="")
+        result = request_json(url, key, f"/v1/log-destinations/{ref}/test", method="POST", timeout=30)
+    except ClientError as exc:
+        print(f"forwarder destinations: {exc}", file=sys.stderr)
+        return EX_FAILED
+    if args.json:
+        print(json.dumps(result))
+    elif result["ok"]:
+        print(f"{args.id}: the test line was accepted")
+    else:
+        print(f"{args.id}: the test line failed: {result.get('error')}")
+    return EX_OK if result["ok"] else EX_FAILED
+
+
+def _client_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--url", help="server URL (default: from `forwarder login`)")
+    p.add_argument("--key", help="API key (default: from `forwarder login`)")
+    p.add_argument("--json", action="store_true", help="print the API's JSON")
+
+
+def add_operator_parsers(sub: Any) -> None:
+    p = sub.add_parser("status", help="each database's reader and each destination's delivery (running daemon)")
+    _client_args(p)
+    p.set_defaults(func=status_command)
+    p = sub.add_parser("destinations", help="list or test the running daemon's destinations")
+    dsub = p.add_subparsers(dest="destinations_command", required=True)
+    c = dsub.add_parser("list", help="destinations with their delivery state")
+    _client_args(c)
+    c.set_defaults(func=destinations_command)
+    c = dsub.add_parser("test", help="send one test line; exit 1 if it is not accepted")
+    c.add_argument("id", help="destination id")
+    _client_args(c)
+    c.set_defaults(func=destinations_command)
 
 
 def add_logs_parser(sub: Any, func: Callable[[argparse.Namespace], int]) -> None:

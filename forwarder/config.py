@@ -7,6 +7,7 @@ Unknown keys are errors. Every mistake is reported with its TOML path (`database
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 import socket
 import tomllib
@@ -135,6 +136,92 @@ class DatabaseConfig(_Section):
         return value
 
 
+class DeliveryConfig(_Section):
+    """How deliveries behave around a stop."""
+
+    shutdown_grace_seconds: float = Field(
+        30.0,
+        ge=0,
+        le=600,
+        description="On SIGTERM/SIGINT, requests in flight may finish for this long before they are cut off "
+        "(a cut-off batch is resent after the restart). Keep systemd's TimeoutStopSec above it.",
+    )
+
+
+class DestinationFilterConfig(_Section):
+    """Which lines a config-declared destination receives; empty lists mean everything."""
+
+    kinds: list[str] = Field(default_factory=list, description="Kinds (or errors, locks, maintenance).")
+    database_ids: list[str] = Field(default_factory=list, description="Ids of [[databases]] entries.")
+
+    @field_validator("kinds")
+    @classmethod
+    def _kinds(cls, values: list[str]) -> list[str]:
+        from forwarder.model import expand_kinds
+
+        expand_kinds(values)  # ValueError names the unknown kind
+        return values
+
+
+class DestinationConfig(_Section):
+    """A log destination declared in the file: created, changed and removed with the file (on SIGHUP too).
+
+    The API shows and tests it but cannot change it. Its secret comes from the environment or a
+    file, never from the TOML itself, so the config can be shared and committed.
+    """
+
+    id: str = Field(description="Stable identifier, also its id in the API (the cursor is kept under it).")
+    type: str = Field(description="The kind: webhook, datadog, better_stack, loki, elasticsearch or syslog.")
+    name: str | None = Field(None, description="Display name; defaults to the id.")
+    enabled: bool = Field(True, description="Deliver to it.")
+    config: dict[str, Any] = Field(default_factory=dict, description="The kind's settings (docs/destinations.md).")
+    secret_env: str | None = Field(None, description="Environment variable holding the credential.")
+    secret_file: Path | None = Field(None, description="File holding the credential (trailing newline ignored).")
+    filter: DestinationFilterConfig = DestinationFilterConfig()
+
+    @field_validator("id")
+    @classmethod
+    def _id_shape(cls, value: str) -> str:
+        if not _ID_RE.match(value):
+            raise ValueError("must be 1-63 characters of a-z, 0-9, '_' or '-', starting with a letter or digit")
+        return value
+
+    @field_validator("type")
+    @classmethod
+    def _known_type(cls, value: str) -> str:
+        from forwarder.sinks import SINK_TYPES
+
+        if value not in SINK_TYPES:
+            raise ValueError(f"unknown destination type {value!r}; use one of {', '.join(sorted(SINK_TYPES))}")
+        return value
+
+    @model_validator(mode="after")
+    def _one_secret_source(self) -> DestinationConfig:
+        if self.secret_env is not None and self.secret_file is not None:
+            raise ValueError("give secret_env or secret_file, not both")
+        return self
+
+    def read_secret(self) -> str | None:
+        """The credential from its source; ValueError (naming the source, never the value) if unreadable."""
+        if self.secret_env is not None:
+            value = os.environ.get(self.secret_env)
+            if not value:
+                raise ValueError(f"environment variable {self.secret_env} is not set")
+            return value
+        if self.secret_file is not None:
+            try:
+                text = self.secret_file.read_text().rstrip("\r\n")
+            except OSError as exc:
+                raise ValueError(f"cannot read {self.secret_file}: {exc.strerror}") from None
+            if not text:
+                raise ValueError(f"{self.secret_file} is empty")
+            return text
+        return None
+
+    def display_name(self) -> str:
+        return self.name or self.id
+
+
 class Config(BaseSettings):
     """The whole configuration file."""
 
@@ -144,7 +231,9 @@ class Config(BaseSettings):
     store: StoreConfig = StoreConfig()
     security: SecurityConfig = SecurityConfig()
     ingest: IngestConfig = IngestConfig()
+    delivery: DeliveryConfig = DeliveryConfig()
     databases: list[DatabaseConfig] = Field(default_factory=list)
+    destinations: list[DestinationConfig] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _unique(self) -> Config:
@@ -158,6 +247,14 @@ class Config(BaseSettings):
                 problems.append(f"duplicate database name {db.name!r}")
             seen_ids.add(db.id)
             seen_names.add(db.name)
+        dest_ids: set[str] = set()
+        for dest in self.destinations:
+            if dest.id in dest_ids:
+                problems.append(f"duplicate destination id {dest.id!r}")
+            dest_ids.add(dest.id)
+            for db_id in dest.filter.database_ids:
+                if db_id not in seen_ids:
+                    problems.append(f"destination {dest.id!r} filters on unknown database id {db_id!r}")
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -202,10 +299,41 @@ def load_config(path: str | Path) -> Config:
 def config_from_dict(data: dict[str, Any]) -> Config:
     """Validate an already parsed TOML document; raises ConfigError listing every mistake."""
     try:
-        return Config(**data)
+        config = Config(**data)
     except ValidationError as exc:
-        problems = []
-        for err in exc.errors(include_url=False, include_input=False):
-            msg = err["msg"].removeprefix("Value error, ")
-            problems.append(f"{_loc_to_path(tuple(err['loc']))}: {msg}")
-        raise ConfigError(problems) from None
+        raise ConfigError(_problems(exc)) from None
+    problems: list[str] = []
+    for i, dest in enumerate(config.destinations):
+        problems += _destination_problems(i, dest)
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+def _problems(exc: ValidationError, prefix: tuple[int | str, ...] = ()) -> list[str]:
+    out = []
+    for err in exc.errors(include_url=False, include_input=False):
+        msg = err["msg"].removeprefix("Value error, ")
+        out.append(f"{_loc_to_path((*prefix, *err['loc']))}: {msg}")
+    return out
+
+
+def _destination_problems(i: int, dest: DestinationConfig) -> list[str]:
+    """Check a destination's `config` against its kind's model, and that its secret can be read."""
+    from forwarder.sinks import SINK_TYPES
+
+    kind = SINK_TYPES[dest.type]
+    problems: list[str] = []
+    try:
+        kind.config.model_validate(dest.config)
+    except ValidationError as exc:
+        problems += _problems(exc, ("destinations", i, "config"))
+    try:
+        secret = dest.read_secret()
+    except ValueError as exc:
+        field = "secret_env" if dest.secret_env is not None else "secret_file"
+        problems.append(f"destinations[{i}].{field}: {exc}")
+    else:
+        if secret is None and kind.secret_required:
+            problems.append(f"destinations[{i}]: a {dest.type} destination needs secret_env or secret_file")
+    return problems

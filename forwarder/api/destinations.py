@@ -70,6 +70,7 @@ async def view(ctx: ApiContext, dest: Destination, stored: DeliveryState) -> dic
         "config": dest.config,
         "filter": dest.filter.to_json(),
         "has_secret": dest.sealed_secret is not None,
+        "managed_by": dest.managed_by,
         "created_at": _time(dest.created_at),
         "updated_at": _time(dest.updated_at),
         "delivery": {
@@ -132,6 +133,17 @@ async def _found(ctx: ApiContext, dest_id: str) -> tuple[Destination, DeliverySt
     return found
 
 
+async def _found_changeable(ctx: ApiContext, dest_id: str) -> tuple[Destination, DeliveryState]:
+    found = await _found(ctx, dest_id)
+    if found[0].managed_by == "config":
+        raise ApiError(
+            409,
+            "managed_by_config",
+            f"destination {dest_id!r} is declared in the config file; change it there and reload (SIGHUP)",
+        )
+    return found
+
+
 @routes.get("/v1/log-destinations")
 async def list_destinations(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
@@ -186,7 +198,7 @@ async def get_destination(request: web.Request) -> web.Response:
 async def change_destination(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     control = _control(ctx)
-    dest, _ = await _found(ctx, request.match_info["id"])
+    dest, _ = await _found_changeable(ctx, request.match_info["id"])
     body: PatchBody = await _body(request, PatchBody)
     given = sorted(body.model_fields_set)
     if not given:
@@ -227,7 +239,7 @@ async def change_destination(request: web.Request) -> web.Response:
 async def delete_destination(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     control = _control(ctx)
-    dest, _ = await _found(ctx, request.match_info["id"])
+    dest, _ = await _found_changeable(ctx, request.match_info["id"])
     principal = request[PRINCIPAL]
     await control.remove(dest)
     await ctx.store.remove_destination(dest.id, org=principal.org, actor=principal.actor)

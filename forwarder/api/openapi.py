@@ -26,6 +26,7 @@ def _errors(*statuses: int) -> dict[str, Any]:
         401: "No key, or an unknown or revoked key.",
         403: "A read-only key on a write.",
         404: "No database with that id or name.",
+        409: "The destination is declared in the config file (`managed_by: config`); change it there.",
         415: "The body is not JSON.",
     }
     return {str(s): _json(_ref("Error"), text[s]) for s in statuses}
@@ -303,13 +304,13 @@ def openapi_document() -> dict[str, Any]:
                     },
                     "responses": {
                         "200": _json(_ref("Destination"), "The destination now."),
-                        **_errors(400, 401, 403, 404, 415),
+                        **_errors(400, 401, 403, 404, 409, 415),
                     },
                 },
                 "delete": {
                     "operationId": "deleteLogDestination",
                     "summary": "Remove a destination",
-                    "responses": {"204": {"description": "Removed."}, **_errors(401, 403, 404)},
+                    "responses": {"204": {"description": "Removed."}, **_errors(401, 403, 404, 409)},
                 },
             },
             "/v1/log-destinations/{id}/test": {
@@ -403,6 +404,7 @@ def openapi_document() -> dict[str, Any]:
                         "config",
                         "filter",
                         "has_secret",
+                        "managed_by",
                         "created_at",
                         "updated_at",
                         "delivery",
@@ -415,6 +417,11 @@ def openapi_document() -> dict[str, Any]:
                         "config": {"type": "object"},
                         "filter": _ref("DestinationFilter"),
                         "has_secret": {"type": "boolean"},
+                        "managed_by": {
+                            "type": "string",
+                            "enum": ["api", "config"],
+                            "description": "config: declared in the config file; PATCH and DELETE answer 409",
+                        },
                         "created_at": _TIME,
                         "updated_at": _TIME,
                         "delivery": {

@@ -100,11 +100,14 @@ class Deliverer:
         self._match = match
         self._labels = (dest.id, dest.type)
         self._lag_at = -1e18
+        self.stopping = False  # set by a graceful stop: no new batch is started
+        self.sending = False  # an attempt is in flight
         metrics.CONSECUTIVE_FAILURES.labels(*self._labels).set(state.attempts)
         metrics.LAST_SUCCESS.labels(*self._labels).set(state.last_success_at or 0)
 
     async def run(self) -> None:
-        while True:
+        """Deliver until cancelled, or until `stopping` is set (checked between batches)."""
+        while not self.stopping:
             await self.step()
 
     async def step(self) -> None:
@@ -145,8 +148,12 @@ class Deliverer:
                 return
             lines = [OutLine(i, found[i]) for i in s.inflight_lines]
         await self._refresh_lag()
-        outcome = await self.attempt(lines, self.state.inflight_id or new_delivery_id())
-        await self._commit(outcome, len(lines))
+        self.sending = True  # a graceful stop lets this attempt finish and be recorded
+        try:
+            outcome = await self.attempt(lines, self.state.inflight_id or new_delivery_id())
+            await self._commit(outcome, len(lines))
+        finally:
+            self.sending = False
 
     async def attempt(self, lines: list[OutLine], delivery_id: str) -> Outcome:
         """Encode and send `lines` once; the combined outcome of their requests."""

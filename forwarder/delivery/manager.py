@@ -9,11 +9,13 @@ import logging
 import socket
 import ssl
 from collections.abc import Sequence
+from dataclasses import replace
 
 import aiohttp
 
 from forwarder import metrics
 from forwarder.clock import Clock, with_timeout
+from forwarder.config import DestinationConfig
 from forwarder.delivery.deliverer import Deliverer, combine, exchange, new_delivery_id
 from forwarder.delivery.netguard import (
     DnsResolver,
@@ -27,12 +29,13 @@ from forwarder.delivery.netguard import (
 )
 from forwarder.model import LogLine
 from forwarder.secrets import SecretBox
-from forwarder.sinks import build_sink
+from forwarder.sinks import SINK_TYPES, build_sink
 from forwarder.sinks._http import HttpSender
 from forwarder.sinks.base import Address, Outcome, OutLine, Sink, SinkEnv
 from forwarder.store import Store
-from forwarder.store.destinations import DeliveryState, Destination
+from forwarder.store.destinations import DeliveryState, Destination, LineFilter
 from forwarder.store.lines import Identity, encode_doc, splice_id
+from forwarder.store.state import DEFAULT_ORG
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +86,7 @@ class DeliveryManager:
         return None
 
     async def _open_connection(
-        self, host: str, port: int, ssl_context: ssl.SSLContext
+        self, host: str, port: int, ssl_context: ssl.SSLContext | None
     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         return await open_checked_connection(host, port, self.resolver, self.allowed_networks, ssl_context)
 
@@ -104,7 +107,7 @@ class DeliveryManager:
         self._running[dest.id] = (deliverer, task)
 
     async def _run(self, deliverer: Deliverer) -> None:
-        while True:
+        while not deliverer.stopping:
             try:
                 await deliverer.run()
             except asyncio.CancelledError:
@@ -168,6 +171,102 @@ class DeliveryManager:
         if outcome.status == "delivered" and not outcome.rejected_ids:
             return True, None
         return False, outcome.reason
+
+    async def sync_config(self, declared: Sequence[DestinationConfig]) -> None:
+        """Make the config-managed destinations match `declared`: create, change or remove them.
+
+        Only what changed restarts; a changed destination keeps its cursor (nothing is skipped or
+        sent twice), a new one starts at the head like one created through the API.
+        """
+        stored = {d.id: d for d, _ in await self._store.destinations()}
+        now = self._clock.now()
+        for dc in declared:
+            old = stored.get(dc.id)
+            if old is not None and old.managed_by != "config":
+                log.error(
+                    "a destination created through the API already has this id; the config's is ignored",
+                    extra={"destination_id": dc.id},
+                )
+                continue
+            secret = dc.read_secret()
+            config = SINK_TYPES[dc.type].config.model_validate(dc.config).model_dump(mode="json", exclude_none=True)
+            line_filter = LineFilter(
+                tuple(dict.fromkeys(dc.filter.kinds)), tuple(dict.fromkeys(dc.filter.database_ids))
+            )
+            if old is None:
+                dest = Destination(
+                    id=dc.id,
+                    type=dc.type,
+                    name=dc.display_name(),
+                    enabled=dc.enabled,
+                    config=config,
+                    filter=line_filter,
+                    sealed_secret=self.seal_secret(secret, dc.id) if secret is not None else None,
+                    created_at=now,
+                    updated_at=now,
+                    managed_by="config",
+                )
+                await self._store.add_destination(dest, org=DEFAULT_ORG, actor="config")
+                log.info("destination added from the config", extra={"destination_id": dc.id, "type": dc.type})
+                await self.apply(dc.id)
+                continue
+            same = (
+                old.type == dc.type
+                and old.name == dc.display_name()
+                and old.enabled == dc.enabled
+                and old.config == config
+                and old.filter == line_filter
+                and self.open_secret(old) == secret
+            )
+            if same:
+                continue
+            if old.type != dc.type:  # another kind under the same id: a new destination
+                await self._remove_stored(old)
+                stored.pop(dc.id)
+                await self.sync_config([dc])
+                continue
+            sealed = self.seal_secret(secret, dc.id) if secret is not None else None
+            changed = replace(
+                old,
+                name=dc.display_name(),
+                enabled=dc.enabled,
+                config=config,
+                filter=line_filter,
+                sealed_secret=sealed,
+                updated_at=now,
+            )
+            await self._store.change_destination(changed, org=DEFAULT_ORG, actor="config", fields=["config"])
+            log.info("destination changed in the config; restarting it", extra={"destination_id": dc.id})
+            await self.apply(dc.id)
+        keep = {dc.id for dc in declared}
+        for dest in stored.values():
+            if dest.managed_by == "config" and dest.id not in keep:
+                await self._remove_stored(dest)
+                log.info("destination removed from the config", extra={"destination_id": dest.id})
+
+    async def _remove_stored(self, dest: Destination) -> None:
+        await self.remove(dest)
+        await self._store.remove_destination(dest.id, org=DEFAULT_ORG, actor="config")
+
+    async def drain(self, grace_seconds: float) -> None:
+        """Stop delivering: requests in flight may finish (and be recorded) for `grace_seconds`.
+
+        A loop that is waiting (for lines, or out a backoff) stops at once; one that is sending
+        stops after recording the outcome. Past the grace, the rest are cut off: their batch stays
+        persisted as in flight and is resent, under the same delivery id, after the restart.
+        """
+        sending = []
+        for deliverer, task in self._running.values():
+            deliverer.stopping = True
+            if deliverer.sending:
+                sending.append(task)
+            else:
+                task.cancel()
+        if sending:
+            log.info("waiting for deliveries in flight", extra={"destinations": len(sending)})
+            with contextlib.suppress(TimeoutError):
+                await with_timeout(self._clock, asyncio.wait(sending), grace_seconds)
+        await self.aclose()
 
     async def aclose(self) -> None:
         for dest_id in list(self._running):

@@ -15,12 +15,14 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
 from forwarder.model import KINDS, expand_kinds
 from forwarder.store.lines import splice_id
+
+ManagedBy = Literal["api", "config"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +57,7 @@ class Destination:
     sealed_secret: bytes | None
     created_at: float
     updated_at: float
+    managed_by: ManagedBy = "api"  # "config": declared in the config file, changed only there
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +88,8 @@ class Batch:
 
 _COLUMNS = (
     "id, type, name, enabled, config, filter, secret, created_at, updated_at, cursor, inflight_id, inflight_lines,"
-    " inflight_upto, attempts, next_attempt_at, last_error, last_error_at, last_success_at, sent_lines, dropped_lines"
+    " inflight_upto, attempts, next_attempt_at, last_error, last_error_at, last_success_at, sent_lines, dropped_lines,"
+    " managed_by"
 )
 
 
@@ -101,6 +105,7 @@ def _row(row: Sequence[Any]) -> tuple[Destination, DeliveryState]:
         sealed_secret=row[6],
         created_at=row[7],
         updated_at=row[8],
+        managed_by=row[20],
     )
     state = DeliveryState(
         cursor=row[9],
@@ -129,8 +134,9 @@ def list_all(conn: sqlite3.Connection) -> list[tuple[Destination, DeliveryState]
 
 def insert(conn: sqlite3.Connection, dest: Destination, cursor: int) -> None:
     conn.execute(
-        "INSERT INTO destinations (id, type, name, enabled, config, filter, secret, created_at, updated_at, cursor)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO destinations"
+        " (id, type, name, enabled, config, filter, secret, created_at, updated_at, cursor, managed_by)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             dest.id,
             dest.type,
@@ -142,6 +148,7 @@ def insert(conn: sqlite3.Connection, dest: Destination, cursor: int) -> None:
             dest.created_at,
             dest.updated_at,
             cursor,
+            dest.managed_by,
         ),
     )
 

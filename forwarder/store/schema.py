@@ -108,6 +108,11 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         dropped_lines    INTEGER NOT NULL DEFAULT 0
     );
     """,
+    # 3: destinations declared in the config file (`[[destinations]]`) are kept in step with it
+    # on start and on SIGHUP; the API may test them but not change them.
+    """
+    ALTER TABLE destinations ADD COLUMN managed_by TEXT NOT NULL DEFAULT 'api';
+    """,
 )
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)
