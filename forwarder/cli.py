@@ -25,9 +25,9 @@ EX_CONFIG = 78
 DEFAULT_CONFIG = os.environ.get("FORWARDER_CONFIG", "/etc/forwarder/forwarder.toml")
 
 
-def _load(path: str) -> Config:
+def _load(path: str, *, read_secrets: bool = True) -> Config:
     try:
-        return load_config(path)
+        return load_config(path, read_secrets=read_secrets)
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"{path}: {problem}" if not problem.startswith(str(path)) else problem, file=sys.stderr)
@@ -68,7 +68,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
     from forwarder.store import open_sync
     from forwarder.store import state as S
 
-    config = _load(args.config)
+    config = _load(args.config, read_secrets=False)  # only the store's path is needed
     conn = open_sync(config.store.path)
     now_us = int(datetime.now(tz=UTC).timestamp() * 1_000_000)
     try:

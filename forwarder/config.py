@@ -282,8 +282,12 @@ def _loc_to_path(loc: tuple[int | str, ...]) -> str:
     return out or "(top level)"
 
 
-def load_config(path: str | Path) -> Config:
-    """Read and validate the TOML file at `path`; raises ConfigError listing every mistake."""
+def load_config(path: str | Path, *, read_secrets: bool = True) -> Config:
+    """Read and validate the TOML file at `path`; raises ConfigError listing every mistake.
+
+    `read_secrets=False` skips checking that destination secrets can be read (commands that only
+    need the store, such as `keys`, run without the daemon's environment).
+    """
     try:
         with open(path, "rb") as fh:
             data: dict[str, Any] = tomllib.load(fh)
@@ -293,10 +297,10 @@ def load_config(path: str | Path) -> Config:
         raise ConfigError([f"{path}: permission denied"]) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError([f"{path}: not valid TOML: {exc}"]) from None
-    return config_from_dict(data)
+    return config_from_dict(data, read_secrets=read_secrets)
 
 
-def config_from_dict(data: dict[str, Any]) -> Config:
+def config_from_dict(data: dict[str, Any], *, read_secrets: bool = True) -> Config:
     """Validate an already parsed TOML document; raises ConfigError listing every mistake."""
     try:
         config = Config(**data)
@@ -304,7 +308,7 @@ def config_from_dict(data: dict[str, Any]) -> Config:
         raise ConfigError(_problems(exc)) from None
     problems: list[str] = []
     for i, dest in enumerate(config.destinations):
-        problems += _destination_problems(i, dest)
+        problems += _destination_problems(i, dest, read_secrets)
     if problems:
         raise ConfigError(problems)
     return config
@@ -318,7 +322,7 @@ def _problems(exc: ValidationError, prefix: tuple[int | str, ...] = ()) -> list[
     return out
 
 
-def _destination_problems(i: int, dest: DestinationConfig) -> list[str]:
+def _destination_problems(i: int, dest: DestinationConfig, read_secrets: bool) -> list[str]:
     """Check a destination's `config` against its kind's model, and that its secret can be read."""
     from forwarder.sinks import SINK_TYPES
 
@@ -328,6 +332,8 @@ def _destination_problems(i: int, dest: DestinationConfig) -> list[str]:
         kind.config.model_validate(dest.config)
     except ValidationError as exc:
         problems += _problems(exc, ("destinations", i, "config"))
+    if not read_secrets:
+        return problems
     try:
         secret = dest.read_secret()
     except ValueError as exc:

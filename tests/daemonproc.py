@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from forwarder.client import request_json
 
 FORWARDER = [sys.executable, "-m", "forwarder"]
+T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -31,11 +35,33 @@ def toml_value(value: Any) -> str:
     return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+class LoopThread:
+    """An asyncio loop of its own in a daemon thread: receivers answer while the test blocks."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="receiver-loop", daemon=True)
+        self._thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float = 30) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        self.loop.close()
+
+
 class DaemonProcess:
     """One daemon with its own config and store under `root`; restartable; keys made by the CLI."""
 
     def __init__(
-        self, root: Path, databases: list[dict[str, Any]], allowed_networks: tuple[str, ...] = (), **store: Any
+        self,
+        root: Path,
+        databases: list[dict[str, Any]],
+        allowed_networks: tuple[str, ...] = (),
+        extra_toml: str = "",
+        **store: Any,
     ) -> None:
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
@@ -57,7 +83,8 @@ class DaemonProcess:
             lines += [f"{k} = {toml_value(v)}" for k, v in db.items() if k != "log"]
             lines.append("[databases.log]")
             lines += [f"{k} = {toml_value(v)}" for k, v in db["log"].items()]
-        self.config_path.write_text("\n".join(lines) + "\n")
+        self.base_toml = "\n".join(lines) + "\n"
+        self.write_config(extra_toml)
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = root / "daemon.log"
         self.url = f"http://127.0.0.1:{self.port}"
@@ -76,9 +103,19 @@ class DaemonProcess:
             env={**os.environ, "FORWARDER_LOG_LEVEL": "info"},
         )
 
-    def start(self, timeout: float = 20) -> None:
+    def write_config(self, extra_toml: str = "", *, whole: str | None = None) -> None:
+        """The config file: the generated part plus `extra_toml` (tables such as [[destinations]]),
+        or `whole` as given (a broken config, say)."""
+        self.config_path.write_text(whole if whole is not None else self.base_toml + extra_toml)
+
+    def start(self, timeout: float = 20, env: dict[str, str] | None = None) -> None:
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child process
-        self.proc = subprocess.Popen([*FORWARDER, "run", "--config", str(self.config_path)], stdout=log, stderr=log)
+        self.proc = subprocess.Popen(
+            [*FORWARDER, "run", "--config", str(self.config_path)],
+            stdout=log,
+            stderr=log,
+            env={**os.environ, **(env or {})},
+        )
         log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -17,41 +17,21 @@ import asyncio
 import os
 import random
 import signal
-import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
-from tests.daemonproc import DaemonProcess
+from tests.daemonproc import DaemonProcess, LoopThread
 from tests.integration.test_rotation import PREFIX, Writer
 from tests.receivers import WebhookReceiver
 
 ROUNDS = 24
 BATCH = 500  # SPEC 8: lines per webhook batch
 SEED = int(os.environ.get("CRASH_TEST_SEED", "20261122"))  # another seed: another set of kill moments
-
-T = TypeVar("T")
-
-
-class LoopThread:
-    """An asyncio loop of its own in a daemon thread: the receiver answers while the test sleeps."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="receiver-loop", daemon=True)
-        self._thread.start()
-
-    def run(self, coro: Coroutine[Any, Any, T], timeout: float = 30) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(10)
-        self.loop.close()
 
 
 @pytest.fixture

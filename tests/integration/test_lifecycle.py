@@ -1,0 +1,278 @@
+"""The daemon as systemd runs it: readiness and watchdog pings, a graceful stop, a SIGHUP reload.
+
+`forwarder run` is a real subprocess. Its NOTIFY_SOCKET is a datagram socket this test binds and
+reads (systemd's side of sd_notify). Lines come from a writer of PostgreSQL stderr entries and go
+to strict webhook receivers (signatures verified with stripe) running on their own loop thread.
+Destinations are declared in the config file, so a SIGHUP can add one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Callable, Coroutine, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.daemonproc import DaemonProcess, LoopThread
+from tests.integration.test_rotation import PREFIX, Writer
+from tests.receivers import WebhookReceiver
+
+SECRET_A = "whsec_lifecycle_test_secret_a_0123456789"
+SECRET_B = "whsec_lifecycle_test_secret_b_0123456789"
+
+
+class NotifySocket:
+    """systemd's end of the notify protocol: collects the datagrams the daemon sends."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(path))
+        self.messages: list[str] = []
+
+    def collect(self, until: Callable[[list[str]], bool], timeout: float = 20) -> list[str]:
+        """Read datagrams until `until(messages)` holds; fails after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while not until(self.messages):
+            left = deadline - time.monotonic()
+            assert left > 0, f"no such notification; got {self.messages}"
+            self.sock.settimeout(left)
+            try:
+                self.messages.append(self.sock.recv(4096).decode())
+            except TimeoutError:
+                continue
+        return self.messages
+
+    def fields(self) -> list[str]:
+        return [f for m in self.messages for f in m.split("\n")]
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def webhook_toml(dest_id: str, url: str, secret_env: str) -> str:
+    return (
+        f'[[destinations]]\nid = "{dest_id}"\ntype = "webhook"\nsecret_env = "{secret_env}"\n'
+        f'[destinations.config]\nurl = "{url}"\n'
+    )
+
+
+def hold(seconds: float) -> Callable[[], Coroutine[Any, Any, None]]:
+    async def behaviour() -> None:
+        await asyncio.sleep(seconds)
+
+    return behaviour
+
+
+def numbers(recv: WebhookReceiver) -> Counter[int]:
+    """How often each writer entry arrived in an accepted request."""
+    out: Counter[int] = Counter()
+    for delivery in list(recv.accepted):
+        out.update(int(e["message"].split('"')[1].removeprefix("table_")) for e in delivery.body["entries"])
+    return out
+
+
+def wait_until(check: Callable[[], bool], timeout: float = 30, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def loop() -> Iterator[LoopThread]:
+    thread = LoopThread()
+    yield thread
+    thread.close()
+
+
+def start_receiver(loop: LoopThread, secret: str) -> WebhookReceiver:
+    recv = WebhookReceiver(secret=secret, tolerance=300)
+    loop.run(recv.start())
+    return recv
+
+
+def make_daemon(tmp_path: Path, extra_toml: str) -> tuple[DaemonProcess, Writer]:
+    logs = tmp_path / "pglog"
+    logs.mkdir()
+    writer = Writer(logs / "postgresql.log")
+    d = DaemonProcess(
+        tmp_path / "fwd",
+        [
+            {
+                "id": "db",
+                "name": "db",
+                "full_text": True,  # entry numbers live in the message text
+                "log": {"path": str(logs / "*.log"), "line_prefix": PREFIX, "poll_interval_seconds": 0.05},
+            }
+        ],
+        allowed_networks=("127.0.0.0/8",),
+        extra_toml=extra_toml,
+    )
+    return d, writer
+
+
+def test_notify_ready_watchdog_and_a_graceful_stop_that_lets_the_batch_in_flight_finish(
+    tmp_path: Path, loop: LoopThread
+) -> None:
+    recv = start_receiver(loop, SECRET_A)
+    d, w = make_daemon(tmp_path, "[delivery]\nshutdown_grace_seconds = 20\n" + webhook_toml("a", recv.url, "SECRET_A"))
+    notify = NotifySocket(tmp_path / "notify.sock")
+    env = {"NOTIFY_SOCKET": str(notify.path), "WATCHDOG_USEC": "200000", "SECRET_A": SECRET_A}
+    try:
+        d.start(env=env)
+        notify.collect(lambda m: "READY=1" in "\n".join(m))
+        # WatchdogSec=0.2 s: pings every 0.1 s from the event loop.
+        notify.collect(lambda m: sum("WATCHDOG=1" in x for x in m) >= 3, timeout=5)
+
+        w.entries(700)
+        wait_until(lambda: len(numbers(recv)) == 700, what="the first 700 entries")
+        # The next request is held for 1.5 s; SIGTERM arrives while it is in flight.
+        recv.script.append(hold(1.5))
+        sent_before = len(recv.deliveries)
+        w.entries(300)
+        wait_until(lambda: len(recv.deliveries) > sent_before, what="the held request")
+        held = recv.deliveries[-1]
+        assert d.proc is not None
+        d.proc.send_signal(signal.SIGTERM)
+        code = d.proc.wait(30)
+        d.proc = None
+        assert code == 0, d.log_path.read_text()[-3000:]
+        notify.collect(lambda m: "STOPPING=1" in "\n".join(m), timeout=2)
+        # The in-flight request was answered before the daemon exited, and its outcome recorded.
+        assert any(x.delivery_id == held.delivery_id for x in recv.accepted)
+        # The newest entry may still have been pending in the reader (an entry ends only when the
+        # next begins): it was stored on the way out and is delivered after the restart.
+        assert len(numbers(recv)) >= 999
+        order = notify.fields()
+        assert order.index("READY=1") < order.index("STOPPING=1")
+
+        # No cursor lost: after a restart nothing is sent again, and new entries still arrive once.
+        requests = len(recv.deliveries)
+        d.start(env={"SECRET_A": SECRET_A})
+        w.entries(50)
+        wait_until(lambda: len(numbers(recv)) == 1050, what="entries after the restart")
+        got = numbers(recv)
+        assert set(got) == set(range(1050)) and max(got.values()) == 1, "an entry arrived twice"
+        assert all(len(x.ids) <= 500 for x in recv.deliveries[requests:])
+        assert not recv.errors, recv.errors[:3]
+    finally:
+        notify.close()
+        w.close()
+        d.close()
+        loop.run(recv.aclose())
+
+
+def test_sighup_keeps_the_old_config_when_the_new_is_broken_and_adds_a_destination_without_a_gap(
+    tmp_path: Path, loop: LoopThread
+) -> None:
+    a = start_receiver(loop, SECRET_A)
+    b = start_receiver(loop, SECRET_B)
+    d, w = make_daemon(tmp_path, webhook_toml("a", a.url, "SECRET_A"))
+    env = {"SECRET_A": SECRET_A, "SECRET_B": SECRET_B}
+    try:
+        d.start(env=env)
+        assert d.proc is not None
+        w.entries(400)
+        wait_until(lambda: len(numbers(a)) == 400, what="a's first entries")
+
+        # A broken config: logged, and the running one stays (a keeps receiving, the API answers).
+        d.write_config(whole=d.base_toml.replace(f"port = {d.port}", 'port = "not a port"'))
+        d.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: "config reload failed" in d.log_path.read_text(), what="the reload error in the log")
+        assert "server.port" in d.log_path.read_text()
+        w.entries(200)
+        wait_until(lambda: len(numbers(a)) == 600, what="a's entries after the failed reload")
+        assert d.proc.poll() is None
+        assert [x["id"] for x in d.get("/v1/log-destinations")["destinations"]] == ["a"]
+
+        # Add b while entries keep coming: a is not restarted and misses nothing.
+        d.write_config(webhook_toml("a", a.url, "SECRET_A") + webhook_toml("b", b.url, "SECRET_B"))
+        d.proc.send_signal(signal.SIGHUP)
+        for _ in range(20):
+            w.entries(20)
+            time.sleep(0.02)
+        wait_until(lambda: {x["id"] for x in d.get("/v1/log-destinations")["destinations"]} == {"a", "b"})
+        listed = {x["id"]: x for x in d.get("/v1/log-destinations")["destinations"]}
+        assert listed["b"]["managed_by"] == "config" and listed["b"]["has_secret"]
+        assert SECRET_B not in str(listed)
+        w.entries(100)
+        total = w.n
+        wait_until(lambda: len(numbers(a)) == total, what="every entry at a")
+        wait_until(lambda: total - 1 in numbers(b), what="b's entries")
+        got_a = numbers(a)
+        assert set(got_a) == set(range(total)) and max(got_a.values()) == 1
+        got_b = numbers(b)
+        first_b = min(got_b)
+        assert set(got_b) == set(range(first_b, total)), "b skipped entries after it started"
+        assert max(got_b.values()) == 1
+        # A config-declared destination is changed in the file, not through the API.
+        status, _ = api_status(d, "DELETE", "/v1/log-destinations/b")
+        assert status == 409
+        assert not a.errors and not b.errors
+        assert d.stop() == 0
+    finally:
+        w.close()
+        d.close()
+        loop.run(a.aclose())
+        loop.run(b.aclose())
+
+
+def api_status(d: DaemonProcess, method: str, path: str) -> tuple[int, bytes]:
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(  # noqa: S310 - loopback test URL
+        d.url + path, method=method, headers={"Authorization": f"Bearer {d.key}"}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:  # noqa: S310
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def test_metrics_after_real_traffic_pass_promtool(tmp_path: Path, loop: LoopThread) -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed (Debian package prometheus; make test installs it as root)")
+    recv = start_receiver(loop, SECRET_A)
+    d, w = make_daemon(tmp_path, webhook_toml("a", recv.url, "SECRET_A"))
+    try:
+        d.start(env={"SECRET_A": SECRET_A})
+        w.entries(300)
+        wait_until(lambda: len(numbers(recv)) == 300, what="delivery")
+        d.all_lines("db")
+        d.get("/v1/databases/db/logs/overview")
+        import urllib.request
+
+        with urllib.request.urlopen(d.url + "/metrics", timeout=10) as resp:  # noqa: S310 - loopback
+            scrape = resp.read()
+        text = scrape.decode()
+        for name in (
+            'forwarder_ingest_lines_total{database_id="db",kind="error"} 300.0',
+            'forwarder_ingest_source_up{database_id="db"} 1.0',
+            'forwarder_destination_lines_sent_total{destination_id="a",type="webhook"} 300.0',
+            'forwarder_destination_consecutive_failures{destination_id="a",type="webhook"} 0.0',
+            'forwarder_http_requests_total{method="GET",route="/v1/databases/{ref}/logs/overview",status="200"}',
+            "forwarder_store_size_bytes",
+            "process_resident_memory_bytes",
+        ):
+            assert name in text, f"{name} missing from the scrape"
+        result = subprocess.run([promtool, "check", "metrics"], input=scrape, capture_output=True, timeout=30)
+        assert result.returncode == 0 and not result.stdout and not result.stderr, (
+            result.stdout.decode() + result.stderr.decode()
+        )
+        assert d.stop() == 0
+    finally:
+        w.close()
+        d.close()
+        loop.run(recv.aclose())
