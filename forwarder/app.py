@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 # Sections that are bound at start (a listening socket, an open store, the key of secrets at
 # rest, the worker processes): a reload that changes them says a restart is needed.
 RESTART_SECTIONS = ("server", "store", "security", "ingest")
+READER_STOP_SECONDS = 30.0  # a reader stops between chunks of 1 MiB; only a stuck store takes this long
 
 
 class StartupFailed(Exception):
@@ -140,13 +141,18 @@ class Daemon:
         self.registry.by_id[db.id] = _Database(db, identity, follower, task)
 
     async def _stop_database(self, db_id: str) -> None:
-        """Stop one reader; cancelling it stores what it has pending (DatabaseFollower.run's finally)."""
+        """Stop one reader between two chunks; it stores what it parsed before returning."""
         found = self.registry.by_id.pop(db_id, None)
         if found is None:
             return
-        found.task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await found.task
+        found.follower.stop()
+        try:
+            await asyncio.wait_for(asyncio.shield(found.task), READER_STOP_SECONDS)
+        except TimeoutError:  # a store that does not answer: cut it off (offsets stay consistent)
+            log.warning("reader did not stop in time; cancelling it", extra={"database_id": db_id})
+            found.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await found.task
 
     def request_stop(self) -> None:
         self._stop.set()

@@ -101,6 +101,7 @@ class DatabaseFollower:
         self.enabled = True
         self._full_text = False
         self._wake = asyncio.Event()
+        self._stopping = False
         self._read_bytes = metrics.INGEST_BYTES.labels(db.id)
         self._last_read = metrics.LAST_READ.labels(db.id)
         self._lines_by_kind = [metrics.INGEST_LINES.labels(db.id, kind) for kind in KINDS]
@@ -132,11 +133,20 @@ class DatabaseFollower:
             return LocalReader(spec, self._full_text)
         return await self._worker.open(spec, self._full_text)
 
+    def stop(self) -> None:
+        """Ask `run()` to return: it stops between chunks, stores what it parsed, then returns.
+
+        Preferred to cancelling the task: a cancel can land while a parse worker holds parsed lines
+        whose offsets it has already counted, and those lines would then be skipped.
+        """
+        self._stopping = True
+        self._wake.set()
+
     async def run(self) -> None:
-        """Poll the files until cancelled; pending entries are stored before returning."""
+        """Poll the files until `stop()` (or a cancel); what was parsed is stored before returning."""
         self._known = {(sf.dev, sf.ino): sf for sf in await self._store.source_files(self.db.id)}
         try:
-            while True:
+            while not self._stopping:
                 if self.enabled:
                     try:
                         await self.poll()
@@ -160,10 +170,15 @@ class DatabaseFollower:
         self._known = {(sf.dev, sf.ino): sf for sf in await self._store.source_files(self.db.id)}
 
     async def drain(self) -> None:
-        """Store every pending entry of every open file (used on shutdown)."""
+        """On the way out: store the pending entry of each file read to its end, and close the files.
+
+        A file not read to its end (a stop in the middle of a backlog) keeps its pending entry and
+        partial line unstored: its offset stays at their start, and the next run reads them whole.
+        """
         lines: list[Row] = []
         for f in self._files.values():
-            lines.extend(await f.reader.flush())
+            if f.fh is not None and os.fstat(f.fh.fileno()).st_size == f.read_pos:
+                lines.extend(await f.reader.flush())
         await self._commit(lines, list(self._files.values()))
         for f in self._files.values():
             f.close()
@@ -302,8 +317,11 @@ class DatabaseFollower:
         await self._read_to(f, fd, size, now)
         await self._commit(await f.reader.flush_idle(now), [f])
 
-    async def _read_to(self, f: _File, fd: int, size: int, now: float) -> None:
+    async def _read_to(self, f: _File, fd: int, size: int, now: float, *, stoppable: bool = True) -> None:
         """Feed the bytes from the read position to `size`, storing every APPEND_LINES lines.
+
+        A `stop()` ends it early when `stoppable` (a file that left the glob is always read to its
+        end: after a restart it may no longer be found).
 
         While one batch is written (SQLite works in the store's thread, without the GIL) the next
         chunk is parsed; batches are still stored one after the other, in order.
@@ -311,7 +329,7 @@ class DatabaseFollower:
         lines: list[Row] = []
         writing: asyncio.Future[None] | None = None
         try:
-            while f.read_pos < size:
+            while f.read_pos < size and not (self._stopping and stoppable):
                 chunk = os.pread(fd, min(CHUNK_BYTES, size - f.read_pos), f.read_pos)
                 if not chunk:
                     break
@@ -335,7 +353,7 @@ class DatabaseFollower:
         """A file that left the glob: read what is left through the held descriptor, then flush."""
         if f.fh is not None:
             fd = f.fh.fileno()
-            await self._read_to(f, fd, os.fstat(fd).st_size, self._clock.monotonic())
+            await self._read_to(f, fd, os.fstat(fd).st_size, self._clock.monotonic(), stoppable=False)
         await self._commit(await f.reader.flush(), [f])
         self._retire(f)
         await f.reader.aclose()

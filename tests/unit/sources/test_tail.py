@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -129,3 +130,39 @@ async def test_disabled_reads_nothing_and_enabling_resumes(store: Store, tmp_pat
     await f.drain()
     page = await store.list_lines(1, LineQuery())
     assert [orjson.loads(d)["statement"] for d in page.docs] == ["SELECT * FROM t2", "SELECT * FROM t1"]
+
+
+
+async def all_messages(store: Store) -> list[str]:
+    """Every stored message, oldest first."""
+    out: list[str] = []
+    before = None
+    while True:
+        page = await store.list_lines(1, LineQuery(limit=500, before=before))
+        docs = [orjson.loads(d) for d in page.docs]
+        out.extend(d["message"] for d in docs)
+        if not page.has_more:
+            return list(reversed(out))
+        before = int(docs[-1]["id"])
+
+
+async def test_a_stop_in_the_middle_of_a_backlog_stores_whole_entries_and_the_rest_follows(
+    store: Store, tmp_path: Path
+) -> None:
+    log = tmp_path / "pg.log"
+    n = 20_000  # several chunks and store batches: the stop lands between two
+    log.write_bytes(b"".join(entry(i) for i in range(n)))
+    f = await follower(store, str(log))
+    run = asyncio.create_task(f.run())
+    while store.head_id == 0:  # the first batch is stored
+        await asyncio.sleep(0.001)
+    f.stop()
+    await asyncio.wait_for(run, 10)
+    first = await all_messages(store)
+    assert 0 < len(first) < n, "the stop did not land in the middle of the file"
+    # Nothing cut: every stored entry is whole, in order, none twice.
+    assert first == [f'relation "t{i}" does not exist' for i in range(len(first))]
+    g = await follower(store, str(log))
+    await g.poll()
+    await g.drain()
+    assert await all_messages(store) == [f'relation "t{i}" does not exist' for i in range(n)]
