@@ -38,7 +38,12 @@ class Notifier:
         try:
             if self._sock is None:
                 self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+                # Never block the event loop: a listener that stopped reading would otherwise
+                # stall the daemon once its queue is full. A message that cannot go is dropped.
+                self._sock.setblocking(False)
             self._sock.sendto("\n".join(fields).encode(), self._address)
+        except BlockingIOError:
+            log.warning("systemd's notify socket is full; message dropped", extra={"notification": fields[0]})
         except OSError as exc:
             log.warning("cannot notify systemd", extra={"error": str(exc)})
 

@@ -13,6 +13,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Coroutine, Iterator
@@ -30,31 +31,38 @@ SECRET_B = "whsec_lifecycle_test_secret_b_0123456789"
 
 
 class NotifySocket:
-    """systemd's end of the notify protocol: collects the datagrams the daemon sends."""
+    """systemd's end of the notify protocol: a thread reads every datagram the daemon sends."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.bind(str(path))
+        self.sock.settimeout(0.1)
         self.messages: list[str] = []
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
 
-    def collect(self, until: Callable[[list[str]], bool], timeout: float = 20) -> list[str]:
-        """Read datagrams until `until(messages)` holds; fails after `timeout` seconds."""
-        deadline = time.monotonic() + timeout
-        while not until(self.messages):
-            left = deadline - time.monotonic()
-            assert left > 0, f"no such notification; got {self.messages}"
-            self.sock.settimeout(left)
+    def _read(self) -> None:
+        while not self._closed.is_set():
             try:
                 self.messages.append(self.sock.recv(4096).decode())
             except TimeoutError:
                 continue
+            except OSError:
+                return
+
+    def collect(self, until: Callable[[list[str]], bool], timeout: float = 20) -> list[str]:
+        """Wait until `until(messages)` holds; fails after `timeout` seconds."""
+        wait_until(lambda: until(list(self.messages)), timeout, f"a notification; got {self.messages[-5:]}")
         return self.messages
 
     def fields(self) -> list[str]:
-        return [f for m in self.messages for f in m.split("\n")]
+        return [f for m in list(self.messages) for f in m.split("\n")]
 
     def close(self) -> None:
+        self._closed.set()
+        self._thread.join(5)
         self.sock.close()
 
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import stat
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.daemonproc import FORWARDER, DaemonProcess
+from tests.daemonproc import FORWARDER, DaemonProcess, LoopThread
+from tests.receivers import WebhookReceiver
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -166,3 +168,70 @@ def test_login_checks_the_key_and_stores_it_privately(live: DaemonProcess, tmp_p
 def test_logs_without_login_says_how_to_log_in(tmp_path: Path) -> None:
     out = run("logs", "list", "main", env={"XDG_CONFIG_HOME": str(tmp_path), "FORWARDER_URL": "", "FORWARDER_KEY": ""})
     assert out.returncode == 1 and "forwarder login" in out.stderr
+
+
+def test_run_exits_3_when_it_cannot_start(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        cfg = tmp_path / "f.toml"
+        cfg.write_text(
+            f'[server]\nhost = "127.0.0.1"\nport = {port}\n[store]\npath = "{tmp_path / "s.db"}"\n'
+            f'[security]\nsecrets_key_file = "{tmp_path / "k"}"\n'
+        )
+        out = run("run", "--config", str(cfg))
+    assert out.returncode == 3, out.stderr
+    assert "startup failed" in out.stderr and "address already in use" in out.stderr.lower()
+
+
+def test_status_and_destinations_test_read_the_running_daemon(tmp_path: Path) -> None:
+    thread = LoopThread()
+    receiver = WebhookReceiver(tolerance=300)
+    thread.run(receiver.start())
+    logs = tmp_path / "pglogs"
+    logs.mkdir()
+    (logs / "postgresql.log").write_text(SAMPLE)
+    d = DaemonProcess(
+        tmp_path / "fwd",
+        [{"id": "main", "name": "shop", "log": {"path": str(logs / "*.log"), "line_prefix": "%m [%p] %q%u@%d "}}],
+        allowed_networks=("127.0.0.0/8",),
+    )
+    try:
+        d.start()
+        created = d.send(
+            "POST", "/v1/log-destinations", {"type": "webhook", "name": "ok", "config": {"url": receiver.url}}
+        )
+        receiver.secret = created["secret"]
+        with socket.socket() as s:  # a port nobody listens on
+            s.bind(("127.0.0.1", 0))
+            dead_port = s.getsockname()[1]
+        dead = d.send(
+            "POST",
+            "/v1/log-destinations",
+            {"type": "webhook", "name": "dead", "config": {"url": f"http://127.0.0.1:{dead_port}/hook"}},
+        )
+        creds = ["--url", d.url, "--key", d.key]
+
+        ok = run("destinations", "test", created["id"], *creds)
+        assert ok.returncode == 0 and "accepted" in ok.stdout, ok.stderr
+        assert any(e["id"] == "0" for x in receiver.accepted for e in x.body["entries"])
+        failed = run("destinations", "test", dead["id"], *creds)
+        assert failed.returncode == 1 and "cannot connect" in failed.stdout
+        missing = run("destinations", "test", "dst_nope", *creds)
+        assert missing.returncode == 1 and "404" in missing.stderr
+
+        status = run("status", *creds)
+        assert status.returncode == 0, status.stderr
+        assert "main" in status.stdout and "reading" in status.stdout and str(logs / "postgresql.log") in status.stdout
+        assert created["id"] in status.stdout and dead["id"] in status.stdout and "webhook" in status.stdout
+        as_json = json.loads(run("status", "--json", *creds).stdout)
+        assert [x["database"]["id"] for x in as_json["databases"]] == ["main"]
+        assert {x["id"] for x in as_json["destinations"]} == {created["id"], dead["id"]}
+        assert created["secret"] not in status.stdout + json.dumps(as_json)
+        listed = run("destinations", "list", *creds)
+        assert listed.returncode == 0 and "dead" in listed.stdout
+    finally:
+        d.close()
+        thread.run(receiver.aclose())
+        thread.close()

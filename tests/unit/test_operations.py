@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -329,3 +330,17 @@ async def test_past_the_grace_the_request_is_cut_off_and_resent_after_the_restar
     await env.receiver.wait_for_lines(3)
     again = env.receiver.accepted[0]
     assert again.delivery_id == first.delivery_id and again.ids == first.ids
+
+
+def test_a_listener_that_stops_reading_never_blocks_the_daemon(tmp_path: Path, listener: socket.socket) -> None:
+    n = Notifier({"NOTIFY_SOCKET": str(tmp_path / "notify")})
+
+    def ping() -> None:
+        for _ in range(1000):  # far past a datagram queue's length
+            n.notify("WATCHDOG=1")
+
+    sender = threading.Thread(target=ping, daemon=True)
+    sender.start()
+    sender.join(10)
+    assert not sender.is_alive(), "notify blocked on a full socket"
+    assert listener.recv(100) == b"WATCHDOG=1"
