@@ -9,6 +9,11 @@ from typing import Any
 from pydantic import BaseModel
 
 from forwarder.sinks.base import Address, Sink, SinkEnv, url_address
+from forwarder.sinks.better_stack import BetterStackConfig, BetterStackSink
+from forwarder.sinks.datadog import DatadogConfig, DatadogSink
+from forwarder.sinks.elasticsearch import ElasticsearchConfig, ElasticsearchSink
+from forwarder.sinks.loki import LokiConfig, LokiSink
+from forwarder.sinks.syslog import SyslogConfig, SyslogSink
 from forwarder.sinks.webhook import WebhookConfig, WebhookSink
 
 
@@ -30,6 +35,34 @@ def _webhook(config: WebhookConfig, secret: str | None, env: SinkEnv) -> Sink:
     return WebhookSink(config, secret, env.http)
 
 
+def _datadog(config: DatadogConfig, secret: str | None, env: SinkEnv) -> Sink:
+    if not secret:
+        raise ValueError("a datadog destination needs its API key")
+    return DatadogSink(config, secret, env.http)
+
+
+def _better_stack(config: BetterStackConfig, secret: str | None, env: SinkEnv) -> Sink:
+    if not secret:
+        raise ValueError("a better_stack destination needs its source token")
+    return BetterStackSink(config, secret, env.http)
+
+
+def _elasticsearch(config: ElasticsearchConfig, secret: str | None, env: SinkEnv) -> Sink:
+    if not secret:
+        raise ValueError("an elasticsearch destination needs its API key or password")
+    return ElasticsearchSink(config, secret, env.http, env.store_id)
+
+
+def _loki(config: LokiConfig, secret: str | None, env: SinkEnv) -> Sink:
+    # A Loki on a private network often has no auth: then there is no secret and no Authorization.
+    return LokiSink(config, secret, env.http)
+
+
+def _syslog(config: SyslogConfig, secret: str | None, env: SinkEnv) -> Sink:
+    # The secret is the client certificate's private key, needed only with client_certificate_pem.
+    return SyslogSink(config, secret, env.open_connection)
+
+
 SINK_TYPES: dict[str, SinkType] = {
     "webhook": SinkType(
         WebhookConfig,
@@ -37,6 +70,41 @@ SINK_TYPES: dict[str, SinkType] = {
         lambda c: url_address("url", c.url),
         secret_required=True,
         secret_generated=True,
+    ),
+    "datadog": SinkType(
+        DatadogConfig,
+        _datadog,
+        lambda c: url_address("url" if c.url else "site", c.intake_url),
+        secret_required=True,
+        secret_generated=False,
+    ),
+    "better_stack": SinkType(
+        BetterStackConfig,
+        _better_stack,
+        lambda c: url_address("url" if c.url else "host", c.endpoint),
+        secret_required=True,
+        secret_generated=False,
+    ),
+    "elasticsearch": SinkType(
+        ElasticsearchConfig,
+        _elasticsearch,
+        lambda c: url_address("url", c.url),
+        secret_required=True,
+        secret_generated=False,
+    ),
+    "loki": SinkType(
+        LokiConfig,
+        _loki,
+        lambda c: url_address("url", c.url),
+        secret_required=False,
+        secret_generated=False,
+    ),
+    "syslog": SinkType(
+        SyslogConfig,
+        _syslog,
+        lambda c: Address("host", host=c.host, port=c.port),
+        secret_required=False,
+        secret_generated=False,
     ),
 }
 

@@ -141,8 +141,11 @@ class HttpClient(Protocol):
     async def send(self, request: Request) -> Response: ...
 
 
-# Opens a TLS stream to host:port at an address the network guard checked (syslog over TLS).
-OpenConnection = Callable[[str, int, ssl.SSLContext], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]
+# Opens a stream to host:port at an address the network guard checked: TLS verified against the host
+# name with the given context (syslog over TLS), or plain TCP when it is None (syslog to a local relay).
+OpenConnection = Callable[
+    [str, int, ssl.SSLContext | None], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]
+]
 
 
 @dataclass(frozen=True, slots=True)

@@ -132,7 +132,6 @@ async def test_disabled_reads_nothing_and_enabling_resumes(store: Store, tmp_pat
     assert [orjson.loads(d)["statement"] for d in page.docs] == ["SELECT * FROM t2", "SELECT * FROM t1"]
 
 
-
 async def all_messages(store: Store) -> list[str]:
     """Every stored message, oldest first."""
     out: list[str] = []

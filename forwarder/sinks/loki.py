@@ -1,0 +1,415 @@
+"""Grafana Loki: the push API (Loki docs, "Loki HTTP API" > "Ingest logs").
+
+POST <url>/loki/api/v1/push, `Content-Type: application/json`, `Content-Encoding: gzip`, body
+`{"streams": [{"stream": {labels}, "values": [["<ns>", "<line>", {metadata}], ...]}, ...]}`.
+
+- One stream per combination of the labels `source` ("service", as SPEC 6.2 writes it), `host`,
+  `database` (database_name), `level` and `kind`: few values each, as Loki wants labels to be.
+- The line is the text PostgreSQL would log (`_encode.line_text`); every other SPEC 2.1 field goes
+  in the line's structured metadata, values as strings (or, with `structured_metadata: false`, for
+  a Loki without it, in a JSON object that is the line).
+- Pushes are cut to fit Loki's default limits (see the constants); a 400 is Loki refusing some
+  entries of a push whose others it kept, so it is not retried: those lines are counted as dropped.
+
+docs/destinations.md ("loki") has the field mapping and the limits for users.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import gzip
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from forwarder.model import parse_time
+from forwarder.sinks._encode import cut_text, level, line_text
+from forwarder.sinks._http import classify_status, error_outcome
+from forwarder.sinks.base import DELIVERED, BatchLimits, HttpClient, Outcome, OutLine, Request, Response
+
+PUSH_PATH: Final = "/loki/api/v1/push"
+
+# Loki's default limits_config ("Understanding Loki configuration limits", Default ingest limits;
+# pkg/validation/limits.go). Sizes there are read by c2h5oh/datasize, where KB = 1024 bytes.
+LOKI_MAX_LINE_BYTES: Final = 256 * 1024  # max_line_size "256KB": a longer line is refused (line_too_long)
+MAX_LABEL_VALUE_BYTES: Final = 2048  # max_label_value_length: a longer value refuses the stream
+MAX_METADATA_BYTES: Final = 64 * 1024  # max_structured_metadata_size "64kb", sum of names and values
+MAX_METADATA_ENTRIES: Final = 128  # max_structured_metadata_entries_count (a line has at most 13)
+# Each metadata value is cut to this, so 13 of them and their names stay below 64 KiB. PostgreSQL's
+# own limits keep them far shorter (names and application_name are at most 63 bytes).
+MAX_METADATA_VALUE_BYTES: Final = 4096
+
+# One push's uncompressed JSON body. Default: 1 MiB, promtail's and Alloy's default batch size,
+# well below the 4 MiB gRPC message the distributor sends on to an ingester
+# (grpc_server_max_recv_msg_size) and below ingestion_burst_size_mb (6 MB): a push larger than the
+# burst is refused with 429 on every try, so it must never be sent.
+DEFAULT_PUSH_BYTES: Final = 1024 * 1024
+MAX_PUSH_BYTES: Final = 4 * 1024 * 1024
+
+# A batch read from the store: its documents are split into pushes by encode.
+MAX_LINES: Final = 2000
+BATCH_BYTES: Final = 4 * 1024 * 1024
+TIMEOUT_SECONDS: Final = 15.0  # per push, connect and TLS included
+GZIP_LEVEL: Final = 1  # log text compresses well at level 1, for a fraction of level 6's CPU
+
+SOURCE: Final = "service"  # the `source` label's value, as SPEC 6.2 writes it
+TRUNCATED: Final = "truncated"  # metadata key present ("true") when encode cut something to fit
+LINE_KEY: Final = "line"  # the text's key in a JSON line (structured_metadata: false)
+_MARKER_BYTES: Final = 3  # cut_text's "..."
+
+# The SPEC 2.1 fields a label or the line text does not carry exactly, in SPEC order. `time` is the
+# entry's timestamp; host, database_name and kind are labels; the texts are the line.
+METADATA_FIELDS: Final = (
+    "id",
+    "database_id",
+    "severity",
+    "sqlstate",
+    "user",
+    "database",
+    "application",
+    "client",
+    "pid",
+    "duration_ms",
+    "redacted",
+)
+
+# Loki's multi-tenancy docs ("Manage tenant isolation", Restrictions): at most 150 bytes of these.
+_TENANT_RE = re.compile(r"^[A-Za-z0-9!\-_.*'()]{1,150}$")
+
+
+class LokiConfig(BaseModel):
+    """`config` of a loki destination."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    url: str = Field(
+        min_length=1,
+        max_length=2048,
+        description="Base URL of Loki (or of its gateway), e.g. https://logs-prod-012.grafana.net; "
+        "lines go to <url>/loki/api/v1/push. A URL already ending in /loki/api/v1/push is used as is.",
+    )
+    user: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        description="User for HTTP basic auth (the secret is its password or token). "
+        "Without a user, a secret is sent as `Authorization: Bearer <secret>`; without a secret, no auth.",
+    )
+    tenant_id: str | None = Field(
+        default=None,
+        description="Sent as X-Scope-OrgID (a multi-tenant Loki); at most 150 of A-Z a-z 0-9 ! - _ . * ' ( ).",
+    )
+    structured_metadata: bool = Field(
+        default=True,
+        description="Put the fields that are neither labels nor the line text in structured metadata "
+        "(Loki 3.0 and later). false: for a Loki without it, the line is a JSON object of the text and those fields.",
+    )
+    max_line_bytes: int = Field(
+        default=LOKI_MAX_LINE_BYTES,
+        ge=1024,
+        le=MAX_PUSH_BYTES,
+        description="Longest line sent, in bytes (Loki's limits_config.max_line_size, 256 KiB by default); "
+        "a longer line is cut, ending in '...'.",
+    )
+    max_push_bytes: int = Field(
+        default=DEFAULT_PUSH_BYTES,
+        ge=64 * 1024,
+        le=MAX_PUSH_BYTES,
+        description="Largest push, in bytes of JSON before compression; a batch is split into pushes of at most this.",
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _url_shape(cls, value: str) -> str:
+        if "?" in value or "#" in value:
+            raise ValueError("give the base URL without a query or fragment; /loki/api/v1/push is appended")
+        return value
+
+    @field_validator("user")
+    @classmethod
+    def _user_shape(cls, value: str | None) -> str | None:
+        # RFC 7617 section 2: a user-id containing a colon cannot be sent in basic auth.
+        if value is not None and (":" in value or not value.isprintable()):
+            raise ValueError("must not contain ':' or control characters")
+        return value
+
+    @field_validator("tenant_id")
+    @classmethod
+    def _tenant_shape(cls, value: str | None) -> str | None:
+        if value is not None and (not _TENANT_RE.match(value) or value in (".", "..")):
+            raise ValueError("must be 1-150 of A-Z a-z 0-9 ! - _ . * ' ( ), and not '.' or '..'")
+        return value
+
+    @property
+    def push_url(self) -> str:
+        base = self.url.rstrip("/")
+        return base if base.endswith(PUSH_PATH) else base + PUSH_PATH
+
+
+def authorization(user: str | None, secret: str | None) -> str | None:
+    """The Authorization header: basic with a user (RFC 7617), bearer without one (RFC 6750), or none."""
+    if user is not None:
+        token = base64.b64encode(f"{user}:{secret or ''}".encode()).decode()
+        return f"Basic {token}"
+    if secret:
+        return f"Bearer {secret}"
+    return None
+
+
+# --- encode ---------------------------------------------------------------------------------------
+
+Labels = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One line as a value of its stream: `["<ns>", "<line>", {metadata}]` serialized."""
+
+    line_id: int
+    labels: Labels
+    ts: int
+    data: bytes
+
+
+def _value_text(value: Any) -> str:
+    # Metadata values are strings (push API); numbers and booleans keep their JSON spelling.
+    return value if isinstance(value, str) else orjson.dumps(value).decode()
+
+
+def stream_labels(fields: Mapping[str, Any]) -> tuple[Labels, bool]:
+    """The line's stream labels and whether a value was cut to Loki's max_label_value_length.
+
+    An empty value is left out: for Loki (as for Prometheus) a label with an empty value is no label.
+    """
+    pairs = (
+        ("source", SOURCE),
+        ("host", str(fields.get("host") or "")),
+        ("database", str(fields.get("database_name") or "")),
+        ("level", level(fields.get("severity"))),
+        ("kind", str(fields.get("kind") or "other")),
+    )
+    labels = tuple((name, cut_text(value, MAX_LABEL_VALUE_BYTES)) for name, value in pairs if value)
+    return labels, labels != tuple((name, value) for name, value in pairs if value)
+
+
+def metadata(fields: Mapping[str, Any], typed: bool = False) -> tuple[dict[str, Any], bool]:
+    """The METADATA_FIELDS that have a value, and whether one was cut to MAX_METADATA_VALUE_BYTES.
+
+    As strings for structured metadata; `typed` keeps numbers and booleans as they are stored (the
+    keys of a JSON line, structured_metadata: false). Null and empty values are left out
+    (structured metadata are labels to Loki, see stream_labels).
+    """
+    out: dict[str, Any] = {}
+    cut = False
+    for key in METADATA_FIELDS:
+        value = fields.get(key)
+        if value is None or value == "":
+            continue
+        if typed and not isinstance(value, str):
+            out[key] = value
+            continue
+        text = _value_text(value)
+        short = cut_text(text, MAX_METADATA_VALUE_BYTES)
+        cut |= short != text
+        out[key] = short
+    return out, cut
+
+
+def timestamp_ns(time_text: str, line_id: int) -> int:
+    """The entry's timestamp: the line's time (PostgreSQL logs milliseconds), plus the line id modulo
+    10^6 as the sub-millisecond nanoseconds.
+
+    Loki keeps one of two entries of a stream with the same timestamp and the same text ("Timestamp
+    ordering": an exact duplicate is ignored); repeated PostgreSQL messages within one millisecond
+    are common, so the id keeps them apart. A line sent again (a retry) gets the same timestamp and
+    text, so Loki still drops that duplicate. The time is the timestamp cut to milliseconds.
+    """
+    return parse_time(time_text) // 1000 * 1_000_000 + line_id % 1_000_000
+
+
+_ENVELOPE: Final = len(b'{"streams":[') + len(b"]}")
+
+
+def stream_head(labels: Labels) -> bytes:
+    return b'{"stream":' + orjson.dumps(dict(labels)) + b',"values":['
+
+
+def stream_cost(labels: Labels) -> int:
+    """Bytes a stream adds to a push besides its values: its head, `]}` and a separating comma."""
+    return len(stream_head(labels)) + 2 + 1
+
+
+def _entry_data(ts: int, text: str, extra: Mapping[str, Any], structured: bool) -> tuple[bytes, int]:
+    """The serialized value and its line's size in bytes."""
+    if structured:
+        return orjson.dumps([str(ts), text, extra]), len(text.encode())
+    line = orjson.dumps({LINE_KEY: text, **extra})
+    return orjson.dumps([str(ts), line.decode()]), len(line)
+
+
+def encode_entry(fields: Mapping[str, Any], line_id: int, config: LokiConfig) -> Entry:
+    """A line as its stream's value, cut to fit: the line within `max_line_bytes` and the value, in a
+    push of its own, within `max_push_bytes` (JSON escapes can make a line's value much longer).
+
+    Only the text is cut (it ends in "..."), and `truncated` (metadata, or a key of a JSON line) says so.
+    """
+    labels, cut = stream_labels(fields)
+    extra, cut_meta = metadata(fields, typed=not config.structured_metadata)
+    cut |= cut_meta
+    ts = timestamp_ns(str(fields["time"]), line_id)
+    text = line_text(fields)
+    if len(text) > config.max_line_bytes:  # characters are at least one byte: cut before serializing
+        text, cut = cut_text(text, config.max_line_bytes), True
+    budget = config.max_push_bytes - _ENVELOPE - stream_cost(labels)
+    while True:
+        if cut:
+            extra[TRUNCATED] = "true" if config.structured_metadata else True
+        data, line_bytes = _entry_data(ts, text, extra, config.structured_metadata)
+        size = len(text.encode())
+        if (line_bytes <= config.max_line_bytes and len(data) <= budget) or size <= _MARKER_BYTES:
+            return Entry(line_id, labels, ts, data)
+        # JSON escapes make a byte of text cost 1 to 12 bytes: cut the text in proportion to what it
+        # costs now, measured against the same entry with no text. Each round cuts, so this ends.
+        empty_data, empty_line = _entry_data(ts, "", extra, config.structured_metadata)
+        share = 1.0
+        if line_bytes > config.max_line_bytes:
+            share = (config.max_line_bytes - empty_line) / (line_bytes - empty_line)
+        if len(data) > budget:
+            share = min(share, (budget - len(empty_data)) / (len(data) - len(empty_data)))
+        text, cut = cut_text(text, max(_MARKER_BYTES, min(size - 1, int(size * share)))), True
+
+
+def split_pushes(entries: Sequence[Entry], max_bytes: int) -> list[list[Entry]]:
+    """Entries in order, grouped so each push's body (see push_body) is at most `max_bytes`.
+
+    A push's size is counted as its envelope, each of its streams' cost and each value plus a comma
+    (one more than the body has): never less than the body. encode_entry makes one entry fit alone.
+    """
+    groups: list[list[Entry]] = []
+    current: list[Entry] = []
+    streams: set[Labels] = set()
+    used = _ENVELOPE
+    for entry in entries:
+        cost = len(entry.data) + 1 + (0 if entry.labels in streams else stream_cost(entry.labels))
+        if current and used + cost > max_bytes:
+            groups.append(current)
+            current, streams, used = [], set(), _ENVELOPE
+            cost = len(entry.data) + 1 + stream_cost(entry.labels)
+        current.append(entry)
+        streams.add(entry.labels)
+        used += cost
+    if current:
+        groups.append(current)
+    return groups
+
+
+def push_body(entries: Sequence[Entry]) -> bytes:
+    """The push's JSON: one stream per label set (in order of first appearance), values by time.
+
+    "Ingest logs" takes values in any order since unordered writes (Loki 2.4, the default); sorted,
+    a stream's entries also suit a Loki configured with `unordered_writes: false`.
+    """
+    by_stream: dict[Labels, list[Entry]] = {}
+    for entry in entries:
+        by_stream.setdefault(entry.labels, []).append(entry)
+    streams = [
+        stream_head(labels) + b",".join(e.data for e in sorted(group, key=lambda e: e.ts)) + b"]}"
+        for labels, group in by_stream.items()
+    ]
+    return b'{"streams":[' + b",".join(streams) + b"]}"
+
+
+def encode_pushes(lines: Sequence[OutLine], config: LokiConfig) -> list[tuple[tuple[int, ...], bytes]]:
+    """(line ids, uncompressed JSON body) of each push carrying `lines`."""
+    entries = [encode_entry(line.fields(), line.id, config) for line in lines]
+    return [
+        (tuple(e.line_id for e in group), push_body(group)) for group in split_pushes(entries, config.max_push_bytes)
+    ]
+
+
+# --- classify -------------------------------------------------------------------------------------
+
+MAX_REASON_BYTES: Final = 500
+
+# A 400 names entries Loki refused while it kept the push's other entries: out of order or too far
+# behind (ingester), too old / too new, line too long, label or metadata limits (distributor,
+# pkg/validation/validate.go). Sending the push again would store its kept entries twice and be
+# refused the same way, so the push's lines are counted as dropped and the reason shown.
+# One 400 refuses every entry for a reason the operator fixes, and nothing is kept: structured
+# metadata disallowed (Loki before 3.0, or allow_structured_metadata: false). That one is retried,
+# so no line is lost while the config is fixed (structured_metadata: false here, or in Loki).
+_RETRIED_400 = ("structured metadata, but this feature is disallowed",)
+
+
+def _loki_text(body: bytes) -> str:
+    """Loki's error text on one line, cut for the destination's `last_error`."""
+    return cut_text(" ".join(body.decode("utf-8", "replace").split()), MAX_REASON_BYTES)
+
+
+def classify_push(response: Response) -> Outcome:
+    """2xx delivered (Loki answers 204); 400 rejected (but see _RETRIED_400); anything else retried:
+    401/403 (credentials, tenant: fixing them resumes delivery), 413 (a proxy's body limit: lower
+    max_push_bytes), 429 (rate or stream limits, Retry-After honoured) and 5xx."""
+    if 200 <= response.status < 300:
+        return DELIVERED
+    if response.status == 400:
+        text = _loki_text(response.body)
+        reason = "HTTP 400" + (f": {text}" if text else "")
+        if any(marker.encode() in response.body for marker in _RETRIED_400):
+            return Outcome("retry", reason, "http_4xx")
+        return Outcome("rejected", reason, "http_4xx")
+    return classify_status(response)
+
+
+# --- the sink -------------------------------------------------------------------------------------
+
+
+class LokiSink:
+    """Delivers batches to Loki's push API."""
+
+    kind: ClassVar[str] = "loki"
+    limits = BatchLimits(MAX_LINES, BATCH_BYTES)
+    timeout_seconds = TIMEOUT_SECONDS
+
+    def __init__(self, config: LokiConfig, secret: str | None, http: HttpClient) -> None:
+        self.config = config
+        self._http = http
+        self._authorization = authorization(config.user, secret)
+        headers = [("Content-Type", "application/json"), ("Content-Encoding", "gzip")]
+        if config.tenant_id:
+            headers.append(("X-Scope-OrgID", config.tenant_id))
+        self._headers = tuple(headers)
+
+    def encode(self, lines: Sequence[OutLine], delivery_id: str, now: float) -> list[Request]:
+        # The credential is added by send: requests (which may be logged or kept) never hold it.
+        return [
+            Request(
+                ids,
+                gzip.compress(body, compresslevel=GZIP_LEVEL, mtime=0),
+                "POST",
+                self.config.push_url,
+                self._headers,
+            )
+            for ids, body in encode_pushes(lines, self.config)
+        ]
+
+    async def send(self, request: Request) -> Response:
+        if self._authorization is not None:
+            request = dataclasses.replace(request, headers=(*request.headers, ("Authorization", self._authorization)))
+        return await self._http.send(request)
+
+    def classify(self, request: Request, response: Response | None, error: BaseException | None) -> Outcome:
+        if response is None:
+            return error_outcome(error or RuntimeError("no response"))
+        return classify_push(response)
+
+    async def aclose(self) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        secret = "<hidden>" if self._authorization else None
+        return f"LokiSink(url={self.config.push_url!r}, user={self.config.user!r}, secret={secret})"
