@@ -59,7 +59,14 @@ def _time(seconds: float | None) -> str | None:
 
 async def view(ctx: ApiContext, dest: Destination, stored: DeliveryState) -> dict[str, Any]:
     """A destination as the API shows it: never its secret."""
-    state = (ctx.destinations.state(dest.id) if ctx.destinations else None) or stored
+    state = ctx.destinations.state(dest.id) if ctx.destinations else None
+    if state is None:
+        state = stored
+    else:
+        # Read the counters after the live state: read before, they could predate the commit the
+        # live state shows (a settled batch with its lines not yet counted as sent).
+        again = await ctx.store.destination(dest.id)
+        stored = again[1] if again is not None else stored
     count, oldest_us = await ctx.store.lag(state.cursor)
     now = ctx.clock.now()
     return {
