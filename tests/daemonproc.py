@@ -115,6 +115,7 @@ class DaemonProcess:
             stdout=log,
             stderr=log,
             env={**os.environ, **(env or {})},
+            start_new_session=True,  # its own process group, as a service's: a test may signal the group
         )
         log.close()
         deadline = time.monotonic() + timeout

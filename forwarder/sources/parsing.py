@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import itertools
 import multiprocessing
+import signal
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -117,6 +118,14 @@ class LocalReader:
 _READERS: dict[int, tuple[EntryReader, Identity]] = {}
 
 
+def _w_init() -> None:
+    """The daemon decides when the worker stops: Ctrl-C in a terminal (SIGINT to the whole process
+    group) or systemd's SIGTERM to every process of the unit must not kill it while the daemon
+    still drains pending entries through it. It exits when the daemon closes the pool, or dies."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 def _w_open(handle: int, spec: ReaderSpec, full_text: bool) -> None:
     reader = make_reader(spec.fmt, line_prefix=spec.line_prefix, timezone=spec.timezone, full_text=full_text)
     _READERS[handle] = (reader, spec.identity)
@@ -152,7 +161,9 @@ class ParseWorker:
     def _executor(self) -> ProcessPoolExecutor:
         if self._pool is None:
             # spawn: a fresh interpreter, no copy of the daemon's event loop or open connections.
-            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+            self._pool = ProcessPoolExecutor(
+                max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_w_init
+            )
         return self._pool
 
     async def call(self, fn: Any, *args: Any) -> Any:

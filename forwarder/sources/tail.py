@@ -160,7 +160,14 @@ class DatabaseFollower:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.db.log.poll_interval_seconds)
         finally:
-            await self.drain()
+            try:
+                await self.drain()
+            except Exception:  # e.g. the parse worker is gone: the stored offsets are still right
+                log.warning(
+                    "could not store the last pending entries; they are read again at the next start",
+                    exc_info=True,
+                    extra={"database_id": self.db.id},
+                )
 
     async def _start_over(self) -> None:
         """After a failure: forget what is in memory and continue from the offsets in the store."""

@@ -9,6 +9,7 @@ Destinations are declared in the config file, so a SIGHUP can add one.
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import signal
 import socket
@@ -150,7 +151,9 @@ def test_notify_ready_watchdog_and_a_graceful_stop_that_lets_the_batch_in_flight
         wait_until(lambda: len(recv.deliveries) > sent_before, what="the held request")
         held = recv.deliveries[-1]
         assert d.proc is not None
-        d.proc.send_signal(signal.SIGTERM)
+        # To the whole process group, as systemd's default KillMode does: the parse worker
+        # ignores it and the daemon still drains through it.
+        os.killpg(d.proc.pid, signal.SIGTERM)
         code = d.proc.wait(30)
         d.proc = None
         assert code == 0, d.log_path.read_text()[-3000:]
