@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs the system packages the integration tests need on Debian 12:
 #   - PostgreSQL 15 (server + client): tests start throwaway clusters with tests/pgcluster.py;
-#   - rsyslog with TLS (rsyslog-gnutls): tests send syslog over TLS to a real rsyslogd.
+#   - rsyslog with TLS (rsyslog-gnutls): tests send syslog over TLS to a real rsyslogd;
+#   - prometheus, for its promtool: tests check the alert rules (deploy/prometheus) and /metrics.
 # Idempotent and silent when everything is present. Needs root to install; as another user it
 # prints what is missing and exits 0 (the tests that need it then skip with a reason).
-# Never leaves a PostgreSQL or rsyslog service running: the tests start their own on free ports.
+# Never leaves a PostgreSQL, rsyslog or Prometheus service running: the tests start their own
+# PostgreSQL and rsyslogd on free ports, and of Prometheus only run promtool.
 set -euo pipefail
 
 PG_BIN=/usr/lib/postgresql/15/bin
@@ -28,6 +30,12 @@ if ! command -v rsyslogd >/dev/null 2>&1 && [[ ! -x /usr/sbin/rsyslogd ]]; then
 fi
 if ! have_pkg rsyslog-gnutls; then
     missing+=(rsyslog-gnutls)
+fi
+
+prom_missing=0
+if ! command -v promtool >/dev/null 2>&1 && [[ ! -x /usr/bin/promtool ]]; then
+    prom_missing=1
+    missing+=(prometheus)
 fi
 
 if ((${#missing[@]} == 0)); then
@@ -81,10 +89,19 @@ if ((pg_missing)) && command -v pg_lsclusters >/dev/null 2>&1; then
     done
 fi
 
+if ((prom_missing)) && command -v systemctl >/dev/null 2>&1; then
+    # Only promtool is wanted: the Prometheus server the package enables stays off, also on boot.
+    systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+fi
+
 for tool in initdb pg_ctl postgres psql; do
     if [[ ! -x "$PG_BIN/$tool" ]]; then
         echo "install-test-deps: $PG_BIN/$tool is still missing after the install" >&2
         exit 1
     fi
 done
+if ((prom_missing)) && ! command -v promtool >/dev/null 2>&1; then
+    echo "install-test-deps: promtool is still missing after the install" >&2
+    exit 1
+fi
 echo "install-test-deps: done"
