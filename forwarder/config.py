@@ -23,6 +23,13 @@ LogFormat = Literal["stderr", "csvlog", "jsonlog"]
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
 
+def _check_id(value: str) -> str:
+    """Ids of databases and destinations: they appear in API paths and metric labels."""
+    if not _ID_RE.match(value):
+        raise ValueError("must be 1-63 characters of a-z, 0-9, '_' or '-', starting with a letter or digit")
+    return value
+
+
 class ConfigError(Exception):
     """A configuration that cannot be used; `problems` are `path: message` lines."""
 
@@ -121,12 +128,7 @@ class DatabaseConfig(_Section):
     full_text: bool = Field(False, description="Initial setting: keep values in lines (no redaction).")
     log: LogSourceConfig
 
-    @field_validator("id")
-    @classmethod
-    def _id_shape(cls, value: str) -> str:
-        if not _ID_RE.match(value):
-            raise ValueError("must be 1-63 characters of a-z, 0-9, '_' or '-', starting with a letter or digit")
-        return value
+    _id_shape = field_validator("id")(_check_id)
 
     @field_validator("name")
     @classmethod
@@ -179,12 +181,7 @@ class DestinationConfig(_Section):
     secret_file: Path | None = Field(None, description="File holding the credential (trailing newline ignored).")
     filter: DestinationFilterConfig = DestinationFilterConfig()
 
-    @field_validator("id")
-    @classmethod
-    def _id_shape(cls, value: str) -> str:
-        if not _ID_RE.match(value):
-            raise ValueError("must be 1-63 characters of a-z, 0-9, '_' or '-', starting with a letter or digit")
-        return value
+    _id_shape = field_validator("id")(_check_id)
 
     @field_validator("type")
     @classmethod

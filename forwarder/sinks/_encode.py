@@ -5,10 +5,16 @@ Pure functions; each kind's `encode` composes them with its own body shape.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, TypeVar
+
+import orjson
 
 T = TypeVar("T")
+
+# The SPEC 2.1 fields that hold free text: what is cut when a line must fit a vendor's size limit.
+TEXT_KEYS: Final = ("message", "detail", "hint", "context", "statement")
+_MARKER = "..."
 
 # PostgreSQL's own labels for the parts of an entry (elog.c), so the text reads like its log.
 _TEXT_PARTS = (("detail", "DETAIL"), ("hint", "HINT"), ("context", "CONTEXT"), ("statement", "STATEMENT"))
@@ -87,3 +93,33 @@ def pack(items: Sequence[tuple[T, int]], max_items: int, max_bytes: int, per_ite
     if current:
         groups.append(current)
     return groups
+
+
+def fit_json(
+    fields: Mapping[str, Any], render: Callable[[dict[str, Any]], bytes], max_bytes: int, copies: int = 1
+) -> bytes:
+    """`render(fields)`, with the longest text field cut (ending in "...") until it fits `max_bytes`.
+
+    `copies` is how often a text appears in the rendered item (Datadog repeats it in `message`).
+    A line is sent cut rather than dropped; its start, the part that says what happened, stays.
+    """
+    cut = dict(fields)
+    data = render(cut)
+    while len(data) > max_bytes:
+        key = max(TEXT_KEYS, key=lambda k: len(str(cut.get(k) or "").encode()))
+        text = str(cut.get(key) or "")
+        size = len(text.encode())
+        if size <= len(_MARKER):
+            break  # nothing left to cut (never for a stored line)
+        over = len(data) - max_bytes
+        # JSON escapes make a byte of text up to six in the item: cut by what one byte of this
+        # text costs there, then measure again.
+        cost = copies * (len(orjson.dumps(text)) - 2) / size
+        cut[key] = cut_text(text, max(len(_MARKER), size - int(over / cost) - 16))
+        data = render(cut)
+    return data
+
+
+def json_array(items: Sequence[bytes]) -> bytes:
+    """Encoded JSON values as one JSON array."""
+    return b"[" + b",".join(items) + b"]"

@@ -16,7 +16,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from forwarder.model import parse_time
-from forwarder.sinks._encode import cut_text, level, pack
+from forwarder.sinks._encode import fit_json, json_array, level, pack
 from forwarder.sinks._http import classify_status, error_outcome
 from forwarder.sinks.base import BatchLimits, HttpClient, Outcome, OutLine, Request, Response
 
@@ -32,8 +32,6 @@ MAX_ITEMS: Final = 1000
 BATCH_BYTES: Final = 9 * 1024 * 1024
 TIMEOUT_SECONDS: Final = 30.0  # a 10 MiB request with no answer by then is a failure (then retried)
 
-TEXT_KEYS: Final = ("message", "detail", "hint", "context", "statement")
-_MARKER_BYTES: Final = 3  # cut_text's "..."
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
 # A DNS host name: letters, digits and hyphens in dot-separated labels (RFC 1123 section 2.1).
@@ -109,23 +107,10 @@ def encode_event(doc: bytes, fields: Mapping[str, Any], max_bytes: int = MAX_ITE
     data = doc[:-1] + b"," + extra[1:]
     if len(data) <= max_bytes:
         return data
-    cut = dict(fields)
-    while len(data) > max_bytes:
-        key = max(TEXT_KEYS, key=lambda k: len(str(cut.get(k) or "").encode()))
-        text = str(cut.get(key) or "")
-        size = len(text.encode())
-        if size <= _MARKER_BYTES:
-            break  # nothing left to cut (never for a stored line)
-        over = len(data) - max_bytes
-        # JSON escapes make a byte of text up to six in the event: cut by what a byte of this text costs.
-        cost = (len(orjson.dumps(text)) - 2) / size
-        cut[key] = cut_text(text, max(_MARKER_BYTES, size - int(over / cost) - 16))
-        data = orjson.dumps({**cut, **extra_fields(cut)})
-    return data
+    return fit_json(fields, lambda cut: orjson.dumps({**cut, **extra_fields(cut)}), max_bytes)
 
 
-def encode_body(events: Sequence[bytes]) -> bytes:
-    return b"[" + b",".join(events) + b"]"
+encode_body = json_array
 
 
 # --- send and classify ----------------------------------------------------------------------------

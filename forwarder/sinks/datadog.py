@@ -18,7 +18,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from forwarder.model import parse_time
-from forwarder.sinks._encode import cut_text, level, line_text, pack
+from forwarder.sinks._encode import fit_json, json_array, level, line_text, pack
 from forwarder.sinks._http import classify_status, error_outcome
 from forwarder.sinks.base import BatchLimits, HttpClient, Outcome, OutLine, Request, Response
 
@@ -43,8 +43,6 @@ REJECTED_STATUSES: Final = frozenset({400, 413})
 SOURCE: Final = "postgresql"
 SERVICE: Final = "postgresql"
 NEST_KEY: Final = "postgresql"
-TEXT_KEYS: Final = ("message", "detail", "hint", "context", "statement")
-_MARKER_BYTES: Final = 3  # cut_text's "..."
 
 Site = Literal[
     "datadoghq.com",
@@ -126,28 +124,11 @@ def encode_item(fields: Mapping[str, Any], max_bytes: int = MAX_ITEM_BYTES) -> b
     "Send logs": a log over 1MB is accepted and truncated by the intake; cutting it here keeps the
     request within 5MB and decides which part stays (the start of each text, ending in "...").
     """
-    data = orjson.dumps(log_item(fields))
-    if len(data) <= max_bytes:
-        return data
-    cut = dict(fields)
-    while len(data) > max_bytes:
-        key = max(TEXT_KEYS, key=lambda k: len(str(cut.get(k) or "").encode()))
-        text = str(cut.get(key) or "")
-        size = len(text.encode())
-        if size <= _MARKER_BYTES:
-            break  # nothing left to cut (never for a stored line): the intake truncates the rest
-        over = len(data) - max_bytes
-        # The text is in the item twice (nested, and in `message`), and JSON escapes make a byte of
-        # it up to six in the item: cut by what one byte of this text costs, then check again.
-        cost = 2 * (len(orjson.dumps(text)) - 2) / size
-        cut[key] = cut_text(text, max(_MARKER_BYTES, size - int(over / cost) - 16))
-        data = orjson.dumps(log_item(cut))
-    return data
+    # The text is in the item twice: nested, and in `message`.
+    return fit_json(fields, lambda cut: orjson.dumps(log_item(cut)), max_bytes, copies=2)
 
 
-def encode_body(items: Sequence[bytes]) -> bytes:
-    """The JSON array of encoded logs, before compression."""
-    return b"[" + b",".join(items) + b"]"
+encode_body = json_array  # the JSON array of encoded logs, before compression
 
 
 # --- send and classify ----------------------------------------------------------------------------
