@@ -63,8 +63,8 @@ async def view(ctx: ApiContext, dest: Destination, stored: DeliveryState) -> dic
     if state is None:
         state = stored
     else:
-        # Read the counters after the live state: read before, they could predate the commit the
-        # live state shows (a settled batch with its lines not yet counted as sent).
+        # Dropped lines are counted in the store (retention adds to them beside the loop): read
+        # them after the live state, so they never predate it. Everything else is the live state's.
         again = await ctx.store.destination(dest.id)
         stored = again[1] if again is not None else stored
     count, oldest_us = await ctx.store.lag(state.cursor)
@@ -90,9 +90,8 @@ async def view(ctx: ApiContext, dest: Destination, stored: DeliveryState) -> dic
             "last_error": state.last_error,
             "last_error_at": _time(state.last_error_at),
             "last_success_at": _time(state.last_success_at),
-            # Counters from the store: retention adds to them beside the loop.
-            "sent_lines": stored.sent_lines,
-            "dropped_lines": stored.dropped_lines,
+            "sent_lines": state.sent_lines,
+            "dropped_lines": max(stored.dropped_lines, state.dropped_lines),
         },
     }
 
