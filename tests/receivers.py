@@ -2,43 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 import stripe
 from aiohttp import web
 
-SPEC_FIELDS = [
-    "id",
-    "time",
-    "host",
-    "database_id",
-    "database_name",
-    "severity",
-    "kind",
-    "sqlstate",
-    "message",
-    "detail",
-    "hint",
-    "context",
-    "statement",
-    "user",
-    "database",
-    "application",
-    "client",
-    "pid",
-    "duration_ms",
-    "redacted",
-]
-RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
-
-
-class WireFormatError(AssertionError):
-    """The sender broke the documented format."""
+from tests.receivers_base import RFC3339, SPEC_FIELDS, HttpReceiver
 
 
 @dataclass
@@ -56,56 +28,34 @@ class Delivery:
         return [int(e["id"]) for e in self.body["entries"]]
 
 
-# A behaviour answers one request: a status, or a coroutine that holds the response (timeouts).
-Behaviour = int | Callable[[], Any]
-
-
 @dataclass
-class WebhookReceiver:
+class WebhookReceiver(HttpReceiver[Delivery]):
     """Checks SPEC 2.2 / 5.3 / 6.1 on every request; answers by a script, then 200.
 
     `tolerance` is passed to stripe's verify_header (None skips its age check: fake-clock tests).
     """
 
     secret: str = ""
-    script: list[Behaviour] = field(default_factory=list)
     tolerance: int | None = 300
-    deliveries: list[Delivery] = field(default_factory=list)  # every well-formed request, in order
-    accepted: list[Delivery] = field(default_factory=list)  # those answered 2xx
-    errors: list[str] = field(default_factory=list)  # format violations (a test fails on any)
     other_paths: list[str] = field(default_factory=list)
-    arrived: asyncio.Event = field(default_factory=asyncio.Event)
-    port: int = 0
-    _runner: web.AppRunner | None = None
 
-    async def start(self) -> None:
-        app = web.Application(client_max_size=64 << 20)
-        app.router.add_post("/hook", self._hook)
-        app.router.add_route("*", "/{tail:.*}", self._elsewhere)
-        # Held responses (timeout tests) are not waited for at shutdown.
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    URL_PATH: ClassVar[str] = "/hook"
 
     @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/hook"
+    def deliveries(self) -> list[Delivery]:
+        """Every well-formed request, in order."""
+        return self.requests
 
-    async def aclose(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+    def add_routes(self, app: web.Application) -> None:
+        app.router.add_post(self.URL_PATH, self.handle)
+        app.router.add_route("*", "/{tail:.*}", self._elsewhere)
 
     async def _elsewhere(self, request: web.Request) -> web.Response:
         self.other_paths.append(request.path)
         return web.Response(status=200)
 
-    def _check(self, request: web.Request, raw: bytes) -> Delivery:
-        def fail(msg: str) -> WireFormatError:
-            self.errors.append(msg)
-            return WireFormatError(msg)
-
+    def check(self, request: web.Request, raw: bytes) -> Delivery:
+        fail = self.fail
         if request.content_type != "application/json":
             raise fail(f"Content-Type {request.content_type}")
         if request.headers.get("X-Service-Event") != "logs":
@@ -139,41 +89,10 @@ class WebhookReceiver:
                 raise fail(f"entry id {e['id']!r} is not a decimal string")
             if not RFC3339.match(e["time"]):
                 raise fail(f"entry time {e['time']!r}")
-        ids = [int(e["id"]) for e in entries]
-        if ids != sorted(ids) or len(set(ids)) != len(ids):
-            raise fail("entry ids not increasing")
+        self.check_increasing([int(e["id"]) for e in entries], "entry ids")
         return Delivery(body["delivery_id"], int(m.group(1)), body, raw, dict(request.headers))
 
-    async def _hook(self, request: web.Request) -> web.StreamResponse:
-        raw = await request.read()
-        try:
-            delivery = self._check(request, raw)
-        except WireFormatError as exc:
-            return web.Response(status=400, text=str(exc))
-        self.deliveries.append(delivery)
-        self.arrived.set()
-        behaviour: Behaviour = self.script.pop(0) if self.script else 200
-        if callable(behaviour):
-            result = await behaviour()
-            if isinstance(result, web.StreamResponse):
-                return result
-            behaviour = 200
-        if 200 <= behaviour < 300:
-            self.accepted.append(delivery)
-        if 300 <= behaviour < 400:
+    def answer(self, status: int) -> web.StreamResponse:
+        if 300 <= status < 400:
             raise web.HTTPFound(location=f"http://127.0.0.1:{self.port}/target")
-        return web.Response(status=behaviour, text="scripted")
-
-    async def wait_for_lines(self, count: int, timeout: float = 10) -> None:
-        """Until the accepted requests carry `count` lines in all."""
-        async with asyncio.timeout(timeout):
-            while sum(len(d.ids) for d in self.accepted) < count:
-                self.arrived.clear()
-                await self.arrived.wait()
-
-    async def wait_for(self, count: int, timeout: float = 10) -> None:
-        """Until `count` well-formed requests arrived (the sender is another task)."""
-        async with asyncio.timeout(timeout):
-            while len(self.deliveries) < count:
-                self.arrived.clear()
-                await self.arrived.wait()
+        return web.Response(status=status, text="scripted")

@@ -7,18 +7,17 @@ answered by `script` (statuses or coroutines: Retry-After, hanging past the time
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 from aiohttp import web
 
-from tests.receivers import RFC3339, SPEC_FIELDS, WireFormatError
-from tests.receivers_datadog import STATUS_OF, Behaviour
+from tests.receivers_base import RFC3339, SPEC_FIELDS, HttpReceiver, WireFormatError
+from tests.receivers_datadog import STATUS_OF
 
 PATH = "/"
 MAX_BODY_BYTES = 10 * 1024 * 1024  # "10 MiB" per request; sent uncompressed, so counted as sent
@@ -45,38 +44,17 @@ class BetterStackRequest:
 
 
 @dataclass
-class BetterStackReceiver:
+class BetterStackReceiver(HttpReceiver[BetterStackRequest]):
     token: str = "bs-source-token-0123456789"
-    script: list[Behaviour] = field(default_factory=list)
-    requests: list[BetterStackRequest] = field(default_factory=list)
-    accepted: list[BetterStackRequest] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    arrived: asyncio.Event = field(default_factory=asyncio.Event)
-    port: int = 0
-    _runner: web.AppRunner | None = None
 
-    async def start(self) -> None:
-        app = web.Application(client_max_size=64 << 20)
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5, auto_decompress=False)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}{PATH}"
-
-    async def aclose(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+    URL_PATH: ClassVar[str] = PATH
+    SUCCESS: ClassVar[int] = 202
+    REFUSED: ClassVar[int] = 406
+    AUTO_DECOMPRESS: ClassVar[bool] = False
+    LINES_TIMEOUT: ClassVar[float] = 30
 
     def check(self, request: web.Request, raw: bytes) -> BetterStackRequest:
-        def fail(msg: str) -> WireFormatError:
-            self.errors.append(msg)
-            return WireFormatError(msg)
-
+        fail = self.fail
         if request.method != "POST" or request.path != PATH or request.query:
             raise fail(f"{request.method} {request.path_qs}")
         if request.headers.get("Authorization") != f"Bearer {self.token}":
@@ -87,17 +65,10 @@ class BetterStackReceiver:
             raise fail(f"Content-Encoding {request.headers['Content-Encoding']!r} (not documented)")
         if len(raw) > MAX_BODY_BYTES:
             raise fail(f"{len(raw)} bytes")
-        try:
-            events = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise fail(f"body is not JSON: {exc}") from None
-        if not isinstance(events, list) or not 1 <= len(events) <= MAX_ITEMS:
-            raise fail(f"not an array of 1..{MAX_ITEMS} events")
+        events = self.json_array(raw, MAX_ITEMS, "events")
         for event in events:
             self._check_event(event, fail)
-        ids = [int(e["id"]) for e in events]
-        if ids != sorted(ids) or len(set(ids)) != len(ids):
-            raise fail("ids not increasing within a request")
+        self.check_increasing([int(e["id"]) for e in events], "ids within a request")
         return BetterStackRequest(events, dict(request.headers), len(raw))
 
     @staticmethod
@@ -120,35 +91,3 @@ class BetterStackReceiver:
             raise fail(f"level {event['level']!r} for {event['severity']!r}")
         if not isinstance(event["message"], str):
             raise fail(f"message {event['message']!r} is not text")
-
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
-        raw = await request.read()
-        try:
-            received = self.check(request, raw)
-        except WireFormatError as exc:
-            return web.Response(status=406, text=str(exc))
-        self.requests.append(received)
-        self.arrived.set()
-        behaviour: Behaviour = self.script.pop(0) if self.script else 202
-        if callable(behaviour):
-            result = await behaviour()
-            if isinstance(result, web.StreamResponse):
-                return result
-            behaviour = 202
-        if 200 <= behaviour < 300:
-            self.accepted.append(received)
-            self.arrived.set()
-            return web.Response(status=behaviour)
-        return web.Response(status=behaviour, text="scripted")
-
-    async def wait_for(self, count: int, timeout: float = 10) -> None:
-        async with asyncio.timeout(timeout):
-            while len(self.requests) < count:
-                self.arrived.clear()
-                await self.arrived.wait()
-
-    async def wait_for_lines(self, count: int, timeout: float = 30) -> None:
-        async with asyncio.timeout(timeout):
-            while sum(len(r.events) for r in self.accepted) < count:
-                self.arrived.clear()
-                await self.arrived.wait()

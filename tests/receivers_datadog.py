@@ -7,19 +7,18 @@ coroutines: Retry-After, hanging past the timeout), then 202 as Datadog does.
 
 from __future__ import annotations
 
-import asyncio
 import gzip
 import re
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 from aiohttp import web
 
-from tests.receivers import RFC3339, SPEC_FIELDS, WireFormatError
+from tests.receivers_base import RFC3339, SPEC_FIELDS, HttpReceiver, WireFormatError
 
 PATH = "/api/v2/logs"
 MAX_ITEMS = 1000
@@ -39,28 +38,6 @@ STATUS_OF = {
 }
 DDTAGS = re.compile(r"source:service,database:([\w\-:./]*),kind:([a-z_]+)")
 
-Behaviour = int | Callable[[], Any]
-
-
-def retry_after(status: int, seconds: int) -> Callable[[], Any]:
-    """A behaviour: answer `status` with a Retry-After of `seconds`."""
-
-    async def answer() -> web.Response:
-        return web.Response(status=status, headers={"Retry-After": str(seconds)}, text="slow down")
-
-    return answer
-
-
-def hang(held: asyncio.Event | None = None) -> Callable[[], Any]:
-    """A behaviour: never answer (the sender must give up at its timeout)."""
-
-    async def answer() -> None:
-        if held is not None:
-            held.set()
-        await asyncio.Event().wait()
-
-    return answer
-
 
 @dataclass
 class DatadogRequest:
@@ -76,39 +53,16 @@ class DatadogRequest:
 
 
 @dataclass
-class DatadogReceiver:
+class DatadogReceiver(HttpReceiver[DatadogRequest]):
     api_key: str = "dd-test-api-key-0123456789abcdef"
-    script: list[Behaviour] = field(default_factory=list)
-    requests: list[DatadogRequest] = field(default_factory=list)  # every well-formed request, in order
-    accepted: list[DatadogRequest] = field(default_factory=list)  # those answered 2xx
-    errors: list[str] = field(default_factory=list)
-    arrived: asyncio.Event = field(default_factory=asyncio.Event)
-    port: int = 0
-    _runner: web.AppRunner | None = None
 
-    async def start(self) -> None:
-        app = web.Application(client_max_size=64 << 20)
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        # auto_decompress off: the receiver checks the gzip body itself.
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5, auto_decompress=False)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}{PATH}"
-
-    async def aclose(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+    URL_PATH: ClassVar[str] = PATH
+    SUCCESS: ClassVar[int] = 202
+    AUTO_DECOMPRESS: ClassVar[bool] = False  # the receiver checks the gzip body itself
+    LINES_TIMEOUT: ClassVar[float] = 30
 
     def check(self, request: web.Request, raw: bytes) -> DatadogRequest:
-        def fail(msg: str) -> WireFormatError:
-            self.errors.append(msg)
-            return WireFormatError(msg)
-
+        fail = self.fail
         if request.method != "POST" or request.path != PATH:
             raise fail(f"{request.method} {request.path}")
         if request.query:
@@ -125,17 +79,10 @@ class DatadogReceiver:
             raise fail(f"body is not gzip: {exc}") from None
         if len(body) > MAX_BODY_BYTES:
             raise fail(f"{len(body)} bytes uncompressed")
-        try:
-            items = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            raise fail(f"body is not JSON: {exc}") from None
-        if not isinstance(items, list) or not 1 <= len(items) <= MAX_ITEMS:
-            raise fail(f"not an array of 1..{MAX_ITEMS} logs")
+        items = self.json_array(body, MAX_ITEMS, "logs")
         for item in items:
             self._check_item(item, fail)
-        ids = [int(item["postgresql"]["id"]) for item in items]
-        if ids != sorted(ids) or len(set(ids)) != len(ids):
-            raise fail("ids not increasing within a request")
+        self.check_increasing([int(item["postgresql"]["id"]) for item in items], "ids within a request")
         return DatadogRequest(items, dict(request.headers), len(body))
 
     @staticmethod
@@ -170,36 +117,7 @@ class DatadogReceiver:
         if not isinstance(message, str) or not message.startswith(f"{doc['severity']}:  "):
             raise fail(f"message {str(message)[:80]!r}")
 
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
-        raw = await request.read()
-        try:
-            received = self.check(request, raw)
-        except WireFormatError as exc:
-            return web.Response(status=400, text=str(exc))
-        self.requests.append(received)
-        self.arrived.set()
-        behaviour: Behaviour = self.script.pop(0) if self.script else 202
-        if callable(behaviour):
-            result = await behaviour()
-            if isinstance(result, web.StreamResponse):
-                return result
-            behaviour = 202
-        if 200 <= behaviour < 300:
-            self.accepted.append(received)
-            self.arrived.set()
-            return web.json_response({}, status=behaviour)
-        return web.Response(status=behaviour, text="scripted")
-
-    async def wait_for(self, count: int, timeout: float = 10) -> None:
-        """Until `count` well-formed requests arrived."""
-        async with asyncio.timeout(timeout):
-            while len(self.requests) < count:
-                self.arrived.clear()
-                await self.arrived.wait()
-
-    async def wait_for_lines(self, count: int, timeout: float = 30) -> None:
-        """Until the accepted requests carry `count` lines in all."""
-        async with asyncio.timeout(timeout):
-            while sum(len(r.items) for r in self.accepted) < count:
-                self.arrived.clear()
-                await self.arrived.wait()
+    def answer(self, status: int) -> web.StreamResponse:
+        if 200 <= status < 300:
+            return web.json_response({}, status=status)
+        return super().answer(status)

@@ -21,23 +21,15 @@ import orjson
 from aiohttp import web
 
 from forwarder.model import KINDS
-from tests.receivers import RFC3339, SPEC_FIELDS
+from tests.receivers_base import RFC3339, SPEC_FIELDS, HttpReceiver, WireFormatError, wait_until
 
 DEFAULT_INDEX: Final = "logs-postgresql-default"
 DOC_FIELDS: Final = ["@timestamp", *SPEC_FIELDS, "log"]
 LEVELS: Final = {"debug", "info", "notice", "warning", "error", "critical"}
 MAX_ID_BYTES: Final = 512  # both products refuse a longer _id
-_STR_OR_NULL: Final = (
-    "sqlstate",
-    "detail",
-    "hint",
-    "context",
-    "statement",
-    "user",
-    "database",
-    "application",
-    "client",
-)
+# Checked one by one in _check_doc; every other SPEC 2.1 field is a string or null.
+_TYPED: Final = {"id", "time", "host", "database_id", "database_name", "severity", "kind", "message"}
+_STR_OR_NULL: Final = [f for f in SPEC_FIELDS if f not in _TYPED | {"pid", "duration_ms", "redacted"}]
 
 # A whole-request behaviour: a status (answered with an Elasticsearch error body, nothing stored),
 # "hang" (never answers, nothing stored) or "store_then_hang" (stores, then never answers: the
@@ -62,8 +54,8 @@ _ERRORS: Final = {
 }
 
 
-class WireFormatError(AssertionError):
-    """The sender broke the Bulk API's format or ours."""
+class BodyTooLarge(WireFormatError):
+    """A body over http.max_content_length: answered 413, as the cluster does."""
 
 
 @dataclass
@@ -116,9 +108,10 @@ def _filter(value: Any, patterns: list[list[str]]) -> Any:
 
 
 @dataclass
-class ElasticsearchReceiver:
-    """`POST /_bulk` checked strictly; answers by `script` (whole requests), `item_script` (a line's
-    next attempts, one status each) and `item_always` (every attempt), else stores each document."""
+class ElasticsearchReceiver(HttpReceiver[BulkCall]):
+    """`POST /_bulk` checked strictly; answers by `script` (whole requests: `Whole`), `item_script`
+    (a line's next attempts, one status each) and `item_always` (every attempt), else stores each
+    document."""
 
     index: str = DEFAULT_INDEX
     api_key: str | None = None  # expects `Authorization: ApiKey <api_key>`
@@ -126,37 +119,25 @@ class ElasticsearchReceiver:
     password: str | None = None
     pipeline: str | None = None  # the `pipeline` parameter every request must carry
     max_body_bytes: int = 100 * 1024 * 1024  # http.max_content_length
-    script: list[Whole] = field(default_factory=list)
     item_script: dict[int, list[int]] = field(default_factory=dict)
     item_always: dict[int, int] = field(default_factory=dict)
     stored: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
-    calls: list[BulkCall] = field(default_factory=list)  # every well-formed request, in order
-    errors: list[str] = field(default_factory=list)
     other_paths: list[str] = field(default_factory=list)
-    arrived: asyncio.Event = field(default_factory=asyncio.Event)
     held: asyncio.Event = field(default_factory=asyncio.Event)
     id_prefix: str | None = None  # "<store id>-", learned from the first request
-    port: int = 0
     _seq: itertools.count[int] = field(default_factory=itertools.count)
-    _runner: web.AppRunner | None = None
-
-    async def start(self) -> None:
-        app = web.Application(client_max_size=self.max_body_bytes * 2)
-        app.router.add_route("*", "/_bulk", self._bulk)
-        app.router.add_route("*", "/{tail:.*}", self._elsewhere)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
     @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+    def calls(self) -> list[BulkCall]:
+        """Every well-formed request, in order."""
+        return self.requests
 
-    async def aclose(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+    def client_max_size(self) -> int:
+        return self.max_body_bytes * 2
+
+    def add_routes(self, app: web.Application) -> None:
+        app.router.add_route("*", "/_bulk", self.handle)
+        app.router.add_route("*", "/{tail:.*}", self._elsewhere)
 
     def stored_by_line(self) -> dict[int, dict[str, Any]]:
         return {int(doc["id"]): doc for doc in self.stored.values()}
@@ -167,10 +148,6 @@ class ElasticsearchReceiver:
 
     # --- checks -------------------------------------------------------------------------------
 
-    def _fail(self, msg: str) -> WireFormatError:
-        self.errors.append(msg)
-        return WireFormatError(msg)
-
     def _authorized(self, request: web.Request) -> bool:
         header = request.headers.get("Authorization", "")
         if self.user is not None:
@@ -179,19 +156,23 @@ class ElasticsearchReceiver:
             expected = f"ApiKey {self.api_key}"
         return header == expected
 
-    def _check(self, request: web.Request, raw: bytes) -> BulkCall:
+    def check(self, request: web.Request, raw: bytes) -> BulkCall:
+        if len(raw) > self.max_body_bytes:
+            msg = f"a body of {len(raw)} bytes is over {self.max_body_bytes}"
+            self.errors.append(msg)
+            raise BodyTooLarge(msg)
         if request.method != "POST":
-            raise self._fail(f"method {request.method}")
+            raise self.fail(f"method {request.method}")
         if request.content_type != "application/x-ndjson":
-            raise self._fail(f"Content-Type {request.content_type}")
+            raise self.fail(f"Content-Type {request.content_type}")
         query = dict(request.query)
         if self.pipeline is not None and query.get("pipeline") != self.pipeline:
-            raise self._fail(f"pipeline {query.get('pipeline')!r}")
+            raise self.fail(f"pipeline {query.get('pipeline')!r}")
         if not raw.endswith(b"\n"):
-            raise self._fail("the body does not end with a newline")
+            raise self.fail("the body does not end with a newline")
         lines = raw[:-1].split(b"\n")
         if len(lines) % 2 or not lines:
-            raise self._fail(f"{len(lines)} lines: not action/document pairs")
+            raise self.fail(f"{len(lines)} lines: not action/document pairs")
         ids: list[int] = []
         doc_ids: list[str] = []
         docs: list[dict[str, Any]] = []
@@ -200,11 +181,11 @@ class ElasticsearchReceiver:
             doc = self._check_doc(doc_raw)
             prefix = doc_id[: -len(doc["id"])]
             if not doc_id.endswith("-" + doc["id"]) or not re.fullmatch(r"[0-9a-f]{16}-", prefix):
-                raise self._fail(f"_id {doc_id!r} is not <store id>-<line id> for line {doc['id']}")
+                raise self.fail(f"_id {doc_id!r} is not <store id>-<line id> for line {doc['id']}")
             if self.id_prefix is None:
                 self.id_prefix = prefix
             elif prefix != self.id_prefix:
-                raise self._fail(f"_id prefix {prefix!r} changed from {self.id_prefix!r}")
+                raise self.fail(f"_id prefix {prefix!r} changed from {self.id_prefix!r}")
             ids.append(int(doc["id"]))
             doc_ids.append(doc_id)
             docs.append(doc)
@@ -214,26 +195,26 @@ class ElasticsearchReceiver:
         try:
             action = orjson.loads(raw)
         except orjson.JSONDecodeError:
-            raise self._fail(f"action line is not JSON: {raw[:80]!r}") from None
+            raise self.fail(f"action line is not JSON: {raw[:80]!r}") from None
         if not isinstance(action, dict) or list(action) != ["create"]:
-            raise self._fail(f"action {raw[:80]!r} is not a create")
+            raise self.fail(f"action {raw[:80]!r} is not a create")
         meta = action["create"]
         if not isinstance(meta, dict) or sorted(meta) != ["_id", "_index"]:
-            raise self._fail(f"create metadata {meta!r}")
+            raise self.fail(f"create metadata {meta!r}")
         if meta["_index"] != self.index:
-            raise self._fail(f"_index {meta['_index']!r}")
+            raise self.fail(f"_index {meta['_index']!r}")
         doc_id = meta["_id"]
         if not isinstance(doc_id, str) or not doc_id or len(doc_id.encode()) > MAX_ID_BYTES:
-            raise self._fail(f"_id {doc_id!r}")
+            raise self.fail(f"_id {doc_id!r}")
         return doc_id
 
     def _check_doc(self, raw: bytes) -> dict[str, Any]:
         try:
             doc = orjson.loads(raw)
         except orjson.JSONDecodeError:
-            raise self._fail(f"document is not JSON: {raw[:80]!r}") from None
+            raise self.fail(f"document is not JSON: {raw[:80]!r}") from None
         if not isinstance(doc, dict) or list(doc) != DOC_FIELDS:
-            raise self._fail(f"document fields {list(doc) if isinstance(doc, dict) else type(doc)}")
+            raise self.fail(f"document fields {list(doc) if isinstance(doc, dict) else type(doc)}")
         problems = []
         if not isinstance(doc["id"], str) or not doc["id"].isdigit():
             problems.append(f"id {doc['id']!r}")
@@ -263,7 +244,7 @@ class ElasticsearchReceiver:
         if not isinstance(log, dict) or list(log) != ["level"] or log["level"] not in LEVELS:
             problems.append(f"log {log!r}")
         if problems:
-            raise self._fail(f"document {doc.get('id')!r}: " + "; ".join(problems))
+            raise self.fail(f"document {doc.get('id')!r}: " + "; ".join(problems))
         return doc
 
     # --- answering ----------------------------------------------------------------------------
@@ -308,22 +289,20 @@ class ElasticsearchReceiver:
             item = {"_index": index, "_id": doc_id, "status": status, "error": error}
         return status, {"create": item}
 
-    async def _bulk(self, request: web.Request) -> web.StreamResponse:
+    async def handle(self, request: web.Request) -> web.StreamResponse:
         if not self._authorized(request):
             self.errors.append("wrong or missing Authorization")
             resp = _error(401, "security_exception", "missing authentication credentials for REST request [/_bulk]")
             resp.headers["WWW-Authenticate"] = 'ApiKey, Basic realm="security" charset="UTF-8"'
             return resp
-        raw = await request.read()
-        if len(raw) > self.max_body_bytes:
-            self.errors.append(f"a body of {len(raw)} bytes is over {self.max_body_bytes}")
+        return await super().handle(request)
+
+    def refuse(self, exc: WireFormatError) -> web.StreamResponse:
+        if isinstance(exc, BodyTooLarge):
             return web.Response(status=413)
-        try:
-            call = self._check(request, raw)
-        except WireFormatError as exc:
-            return _error(400, "illegal_argument_exception", str(exc))
-        self.calls.append(call)
-        self.arrived.set()
+        return _error(400, "illegal_argument_exception", str(exc))
+
+    async def respond(self, call: BulkCall) -> web.StreamResponse:
         behaviour: Whole = self.script.pop(0) if self.script else 200
         if behaviour == "hang" or behaviour == "store_then_hang":
             if behaviour == "store_then_hang":
@@ -346,18 +325,8 @@ class ElasticsearchReceiver:
 
     # --- waiting ------------------------------------------------------------------------------
 
-    async def wait_for(self, count: int, timeout: float = 10) -> None:
-        """Until `count` well-formed requests arrived (the sender is another task)."""
-        async with asyncio.timeout(timeout):
-            while len(self.calls) < count:
-                self.arrived.clear()
-                await self.arrived.wait()
-
     async def wait_for_stored(self, count: int, timeout: float = 30) -> None:
-        async with asyncio.timeout(timeout):
-            while len(self.stored) < count:
-                self.arrived.clear()
-                await self.arrived.wait()
+        await wait_until(self.arrived, lambda: len(self.stored) >= count, timeout)
 
 
 def _error(status: int, kind: str, reason: str) -> web.Response:

@@ -13,19 +13,20 @@ docs/destinations.md ("loki"), independently of forwarder/sinks/loki.py.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import gzip
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 from aiohttp import web
 
 from forwarder.model import KINDS, format_time
+from tests import receivers_base
+from tests.receivers_base import HttpReceiver, WireFormatError
 
 PUSH_PATH = "/loki/api/v1/push"
 LABEL_NAMES = ("source", "host", "database", "level", "kind")
@@ -45,10 +46,6 @@ MAX_PUSH_BYTES = 1024 * 1024
 TEXT_LABELS = (("detail", "DETAIL"), ("hint", "HINT"), ("context", "CONTEXT"), ("statement", "STATEMENT"))
 _PART_RE = re.compile(r"\n(DETAIL|HINT|CONTEXT|STATEMENT):  ")
 _PART_KEYS = {label: key for key, label in TEXT_LABELS}
-
-
-class WireFormatError(AssertionError):
-    """The sender broke the documented format."""
 
 
 @dataclass
@@ -103,14 +100,12 @@ def out_of_order(ignored: int | None = None) -> Behaviour:
 
 
 def retry_after(status: int, seconds: int) -> Behaviour:
-    async def answer(push: Push) -> web.StreamResponse:
-        return web.Response(status=status, text="Ingestion rate limit exceeded", headers={"Retry-After": str(seconds)})
-
-    return answer
+    """A 429 (or `status`) as Loki's distributor answers one over the ingestion rate."""
+    return receivers_base.retry_after(status, seconds, "Ingestion rate limit exceeded")
 
 
 @dataclass
-class LokiReceiver:
+class LokiReceiver(HttpReceiver[Push]):
     """Checks every push; answers by `script`, then 204 (Loki's success)."""
 
     user: str | None = None
@@ -120,34 +115,24 @@ class LokiReceiver:
     structured_metadata: bool = True  # what the sender is configured to send
     max_push_bytes: int = MAX_PUSH_BYTES
     max_line_bytes: int = MAX_LINE_BYTES
-    script: list[Behaviour] = field(default_factory=list)
-    pushes: list[Push] = field(default_factory=list)  # every well-formed push, in order
-    accepted: list[Push] = field(default_factory=list)  # those answered 2xx
-    errors: list[str] = field(default_factory=list)  # format violations (a test fails on any)
     other_requests: list[str] = field(default_factory=list)
-    arrived: asyncio.Event = field(default_factory=asyncio.Event)
-    port: int = 0
-    _runner: web.AppRunner | None = None
 
-    async def start(self) -> None:
-        app = web.Application(client_max_size=64 << 20)
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        # Held responses (timeout tests) are not waited for at shutdown.
-        # auto_decompress=False: the body is checked as sent (gzip), not as aiohttp would decode it.
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5, auto_decompress=False)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    URL_PATH: ClassVar[str] = ""  # `url` is the base URL: the sender appends /loki/api/v1/push
+    SUCCESS: ClassVar[int] = 204
+    AUTO_DECOMPRESS: ClassVar[bool] = False  # the body is checked as sent (gzip), not as aiohttp decodes it
 
     @property
-    def url(self) -> str:
-        """The base URL a destination is configured with (/loki/api/v1/push is appended)."""
-        return f"http://127.0.0.1:{self.port}"
+    def pushes(self) -> list[Push]:
+        """Every well-formed push, in order."""
+        return self.requests
 
-    async def aclose(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+    def add_routes(self, app: web.Application) -> None:
+        app.router.add_route("*", PUSH_PATH, self.handle)
+        app.router.add_route("*", "/{tail:.*}", self._elsewhere)
+
+    async def _elsewhere(self, request: web.Request) -> web.Response:
+        self.other_requests.append(f"{request.method} {request.path}")
+        return web.Response(status=404, text="404 page not found")
 
     @property
     def accepted_ids(self) -> list[int]:
@@ -163,11 +148,8 @@ class LokiReceiver:
             return "Basic " + base64.b64encode(f"{self.user}:{self.secret or ''}".encode()).decode()
         return f"Bearer {self.secret}" if self.secret else None
 
-    def _check(self, request: web.Request, raw: bytes) -> Push:
-        def fail(msg: str) -> WireFormatError:
-            self.errors.append(msg)
-            return WireFormatError(msg)
-
+    def check(self, request: web.Request, raw: bytes) -> Push:
+        fail = self.fail
         if request.method != "POST" or request.path != PUSH_PATH:
             raise fail(f"{request.method} {request.path}")
         if request.content_type != "application/json":
@@ -186,19 +168,12 @@ class LokiReceiver:
             data = raw
         else:
             raise fail(f"Content-Encoding {encoding!r}")
-        body, entries = self.check_body(data, fail)
+        body, entries = self.check_body(data)
         return Push(dict(request.headers), len(data), body, entries)
 
-    def check_body(
-        self, data: bytes, fail: Callable[[str], WireFormatError] | None = None
-    ) -> tuple[dict[str, Any], list[Entry]]:
+    def check_body(self, data: bytes) -> tuple[dict[str, Any], list[Entry]]:
         """The push body's checks (also used without HTTP by the limit tests)."""
-
-        def raise_it(msg: str) -> WireFormatError:
-            self.errors.append(msg)
-            return WireFormatError(msg)
-
-        fail = fail or raise_it
+        fail = self.fail
         if len(data) > self.max_push_bytes:
             raise fail(f"push of {len(data)} bytes over {self.max_push_bytes}")
         try:
@@ -292,17 +267,7 @@ class LokiReceiver:
 
     # --- answering ----------------------------------------------------------------------------
 
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
-        if request.path != PUSH_PATH:
-            self.other_requests.append(f"{request.method} {request.path}")
-            return web.Response(status=404, text="404 page not found")
-        raw = await request.read()
-        try:
-            push = self._check(request, raw)
-        except WireFormatError as exc:
-            return web.Response(status=400, text=str(exc))
-        self.pushes.append(push)
-        self.arrived.set()
+    async def respond(self, push: Push) -> web.StreamResponse:
         if not self.allow_structured_metadata and any(e.metadata for e in push.entries):
             labels = push.entries[0].labels
             return web.Response(
@@ -310,32 +275,10 @@ class LokiReceiver:
                 text=f"stream '{labels}' includes structured metadata, but this feature is disallowed. Please see "
                 "`limits_config.allow_structured_metadata` or contact your Loki administrator to enable it.",
             )
-        behaviour: Behaviour = self.script.pop(0) if self.script else 204
-        if callable(behaviour):
-            result = await behaviour(push)
-            if result is not None:
-                if 200 <= result.status < 300:
-                    self.accepted.append(push)
-                return result
-            behaviour = 204
-        if 200 <= behaviour < 300:
-            self.accepted.append(push)
-            return web.Response(status=behaviour)
-        return web.Response(status=behaviour, text="scripted")
+        return await super().respond(push)
 
-    async def wait_for(self, count: int, timeout: float = 10) -> None:
-        """Until `count` well-formed pushes arrived (the sender is another task)."""
-        async with asyncio.timeout(timeout):
-            while len(self.pushes) < count:
-                self.arrived.clear()
-                await self.arrived.wait()
-
-    async def wait_for_lines(self, count: int, timeout: float = 10) -> None:
-        """Until the accepted pushes carry `count` lines in all."""
-        async with asyncio.timeout(timeout):
-            while sum(len(p.entries) for p in self.accepted) < count:
-                self.arrived.clear()
-                await self.arrived.wait()
+    async def perform(self, behaviour: Callable[..., Any], push: Push) -> web.StreamResponse | None:
+        return await behaviour(push)  # type: ignore[no-any-return]
 
 
 # --- reading the fields back ----------------------------------------------------------------------

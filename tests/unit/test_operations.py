@@ -11,14 +11,13 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 
 from forwarder.app import Daemon
 from forwarder.clock import FakeClock
 from forwarder.config import ConfigError, config_from_dict, load_config
-from forwarder.model import LogLine
 from forwarder.sdnotify import Notifier
+from tests.daemonenv import DaemonEnv, operator_config
 from tests.receivers import WebhookReceiver
 
 SECRET = "whsec_operations_test_secret_0123456789"
@@ -82,22 +81,9 @@ def test_an_unreachable_notify_socket_is_logged_not_raised(tmp_path: Path, caplo
 # --- config-declared destinations ------------------------------------------------------------
 
 
-def base(tmp_path: Path, **extra: Any) -> dict[str, Any]:
-    return {
-        "server": {"host": "127.0.0.1", "port": 0},
-        "store": {"path": str(tmp_path / "s.db")},
-        "security": {
-            "secrets_key_file": str(tmp_path / "secrets.key"),
-            "allowed_destination_networks": ["127.0.0.0/8"],
-        },
-        "databases": [{"id": "main", "name": "main", "host": "db1", "log": {"path": str(tmp_path / "none/*.log")}}],
-        **extra,
-    }
-
-
 def test_destination_mistakes_are_named_by_their_toml_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
-    data = base(
+    data = operator_config(
         tmp_path,
         destinations=[
             {"id": "a", "type": "webhook", "secret_env": "NOT_SET_ANYWHERE", "config": {}},
@@ -133,11 +119,13 @@ def test_duplicate_destination_ids_and_unknown_filter_databases_are_refused(tmp_
     secret.write_text(SECRET + "\n")
     dest = {"id": "a", "type": "webhook", "secret_file": str(secret), "config": {"url": "https://x"}}
     with pytest.raises(ConfigError) as exc:
-        config_from_dict(base(tmp_path, destinations=[dest, {**dest, "filter": {"database_ids": ["other"]}}]))
+        config_from_dict(
+            operator_config(tmp_path, destinations=[dest, {**dest, "filter": {"database_ids": ["other"]}}])
+        )
     assert exc.value.problems == [
         "(top level): duplicate destination id 'a'; destination 'a' filters on unknown database id 'other'"
     ]
-    loaded = config_from_dict(base(tmp_path, destinations=[dest]))
+    loaded = config_from_dict(operator_config(tmp_path, destinations=[dest]))
     assert loaded.destinations[0].read_secret() == SECRET  # the file's trailing newline is not part of it
 
 
@@ -145,13 +133,13 @@ def test_duplicate_destination_ids_and_unknown_filter_databases_are_refused(tmp_
 
 
 class Env:
+    """A config file, and the daemon started from it (again after a stop)."""
+
     def __init__(self, tmp_path: Path, receiver: WebhookReceiver) -> None:
         self.tmp_path = tmp_path
         self.receiver = receiver
         self.path = tmp_path / "forwarder.toml"
-        self.session = aiohttp.ClientSession()
-        self.daemon: Daemon | None = None
-        self.key = ""
+        self.running: DaemonEnv | None = None
 
     def write(self, destinations: str = "", databases: str = "", grace: float = 30) -> None:
         t = self.tmp_path
@@ -171,29 +159,24 @@ class Env:
         )
 
     async def start(self, clock: FakeClock | None = None) -> Daemon:
-        self.daemon = Daemon(load_config(self.path), clock=clock or FakeClock(start=time.time()), config_path=self.path)
-        await self.daemon.start()
-        _, self.key = await self.daemon.store.create_key("rw", "read-write")
-        return self.daemon
+        self.running = await DaemonEnv.launch(load_config(self.path), clock=clock, config_path=self.path)
+        return self.running.daemon
+
+    @property
+    def live(self) -> DaemonEnv:
+        assert self.running is not None
+        return self.running
+
+    async def stopped(self) -> None:
+        """The test stopped the daemon itself: only the API session is left to close."""
+        await self.live.session.close()
+        self.running = None
 
     async def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        assert self.daemon is not None
-        async with self.session.request(
-            method,
-            f"http://127.0.0.1:{self.daemon.port}{path}",
-            json=body,
-            headers={"Authorization": f"Bearer {self.key}"},
-        ) as resp:
-            return resp.status, (await resp.json() if resp.status != 204 else None)
+        return await self.live.call(method, path, body)
 
     async def add_lines(self, n: int, start: int = 0) -> None:
-        assert self.daemon is not None
-        ident = self.daemon.registry.by_id["main"].identity
-        now_us = int(time.time() * 1_000_000)
-        lines = [
-            LogLine(time_us=now_us + i, severity="ERROR", kind="error", message=f"line {start + i}") for i in range(n)
-        ]
-        await self.daemon.store.append(ident, lines, [], 0)
+        await self.live.add_lines(n, start=start)
 
 
 @pytest.fixture
@@ -209,9 +192,8 @@ async def env(tmp_path: Path, receiver: WebhookReceiver, monkeypatch: pytest.Mon
     monkeypatch.setenv("OPS_TEST_SECRET", SECRET)
     e = Env(tmp_path, receiver)
     yield e
-    if e.daemon is not None:
-        await e.daemon.aclose()
-    await e.session.close()
+    if e.running is not None:
+        await e.running.aclose()
 
 
 def messages(receiver: WebhookReceiver) -> list[str]:
@@ -304,7 +286,7 @@ async def test_stop_lets_the_request_in_flight_finish_and_records_it(env: Env) -
     assert not closing.done()  # waiting for the answer
     release.set()
     await asyncio.wait_for(closing, 10)
-    env.daemon = None
+    await env.stopped()
     # The outcome was recorded: a restart sends nothing again.
     daemon2 = await env.start()
     assert daemon2.delivery is not None
@@ -325,7 +307,7 @@ async def test_past_the_grace_the_request_is_cut_off_and_resent_after_the_restar
     await env.receiver.wait_for(1)
     first = env.receiver.deliveries[0]
     await asyncio.wait_for(daemon.aclose(), 10)
-    env.daemon = None
+    await env.stopped()
     await env.start()
     await env.receiver.wait_for_lines(3)
     again = env.receiver.accepted[0]

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 from typing import Any
-from unittest.mock import Mock
 
-import aiohttp
 import orjson
 import pytest
 from pydantic import ValidationError
 
 from forwarder.model import LogLine
 from forwarder.sinks import SINK_TYPES, sink_address
-from forwarder.sinks.base import AddressRefused, Request, Response
+from forwarder.sinks.base import Request, Response
 from forwarder.sinks.better_stack import (
     MAX_BODY_BYTES,
     MAX_ITEM_BYTES,
@@ -23,7 +21,17 @@ from forwarder.sinks.better_stack import (
     event_time,
 )
 from tests.linegen import mixed_lines
-from tests.unit.delivery.test_datadog import IDENT, T0, limit_lines, out_lines
+from tests.sinkhelpers import (
+    IDENT,
+    SEVERITY_LEVELS,
+    T0,
+    TRANSPORT_ERRORS,
+    NoHttp,
+    classified,
+    limit_lines,
+    out_lines,
+    response,
+)
 
 TOKEN = "bs-token-0123456789abcdefghij"
 HOST = "s1234.eu-nbg-2.betterstackdata.com"
@@ -31,7 +39,7 @@ HOST = "s1234.eu-nbg-2.betterstackdata.com"
 
 def sink(**config: Any) -> BetterStackSink:
     model = BetterStackConfig.model_validate(config or {"host": HOST})
-    return BetterStackSink(model, TOKEN, http=None)  # type: ignore[arg-type]  # encode/classify only
+    return BetterStackSink(model, TOKEN, NoHttp())  # encode/classify only
 
 
 def events_of(request: Request) -> list[dict[str, Any]]:
@@ -61,7 +69,7 @@ def one_event(line: LogLine) -> dict[str, Any]:
 def test_the_endpoint_comes_from_the_host_or_the_override(config: dict[str, Any], url: str, field: str) -> None:
     model = BetterStackConfig.model_validate(config)
     assert model.endpoint == url
-    [request] = BetterStackSink(model, TOKEN, http=None).encode(out_lines(mixed_lines(1)), "d", 0)  # type: ignore[arg-type]
+    [request] = BetterStackSink(model, TOKEN, NoHttp()).encode(out_lines(mixed_lines(1)), "d", 0)
     assert request.url == url and request.method == "POST"
     address = sink_address("better_stack", model)
     assert address is not None and (address.field, address.url) == (field, url)
@@ -114,20 +122,7 @@ def test_dt_is_rfc3339_utc_with_six_digits(time: str, dt: str) -> None:
     assert event_time(time) == dt
 
 
-@pytest.mark.parametrize(
-    ("severity", "level"),
-    [
-        ("LOG", "info"),
-        ("INFO", "info"),
-        ("NOTICE", "notice"),
-        ("WARNING", "warning"),
-        ("ERROR", "error"),
-        ("FATAL", "critical"),
-        ("PANIC", "critical"),
-        ("DEBUG2", "debug"),
-        ("ODD", "info"),
-    ],
-)
+@pytest.mark.parametrize(("severity", "level"), SEVERITY_LEVELS)
 def test_level_follows_the_severity(severity: str, level: str) -> None:
     assert one_event(LogLine(time_us=T0, severity=severity, kind="other", message="m"))["level"] == level
 
@@ -200,10 +195,6 @@ def test_a_batch_of_small_lines_is_one_request() -> None:
 # --- classify -------------------------------------------------------------------------------------
 
 
-def response(status: int, body: bytes = b"", **headers: str) -> Response:
-    return Response(status, {k.replace("_", "-"): v for k, v in headers.items()}, body, received_at=1_000.0)
-
-
 @pytest.mark.parametrize(
     ("answer", "status", "failure", "retry_after", "reason"),
     [
@@ -234,9 +225,7 @@ def response(status: int, body: bytes = b"", **headers: str) -> Response:
     ],
 )
 def test_classify_statuses(answer: Response, status: str, failure: str, retry_after: float | None, reason: str) -> None:
-    s = sink()
-    [request] = s.encode(out_lines(mixed_lines(2)), "d", 0)
-    outcome = s.classify(request, answer, None)
+    outcome = classified(sink(), answer)
     assert (outcome.status, outcome.failure, outcome.retry_after, outcome.reason) == (
         status,
         failure,
@@ -245,22 +234,8 @@ def test_classify_statuses(answer: Response, status: str, failure: str, retry_af
     )
 
 
-@pytest.mark.parametrize(
-    ("error", "failure", "reason"),
-    [
-        (TimeoutError("no answer within 30 s"), "timeout", "no answer: no answer within 30 s"),
-        (
-            aiohttp.ClientConnectorError(Mock(), ConnectionRefusedError(111, "Connection refused")),
-            "connect",
-            "cannot connect: Connection refused",
-        ),
-        (aiohttp.ServerDisconnectedError(), "connect", "connection failed: ServerDisconnectedError"),
-        (AddressRefused("10.0.0.1 is not public"), "refused_address", "address refused: 10.0.0.1 is not public"),
-    ],
-)
+@pytest.mark.parametrize(("error", "failure", "reason"), TRANSPORT_ERRORS)
 def test_classify_errors_keep_the_data(error: BaseException, failure: str, reason: str) -> None:
-    s = sink()
-    [request] = s.encode(out_lines(mixed_lines(1)), "d", 0)
-    outcome = s.classify(request, None, error)
+    outcome = classified(sink(), None, error, lines=1)
     assert (outcome.status, outcome.failure, outcome.reason) == ("retry", failure, reason)
     assert TOKEN not in outcome.reason

@@ -1,43 +1,24 @@
-"""The better_stack kind end to end: a real daemon in one process with a fake clock, and a strict source.
-
-The destination's `url` points at the loopback receiver, reachable only because the operator
-config allows 127.0.0.0/8 (as in test_webhook_delivery.py).
-"""
+"""The better_stack kind end to end: the in-process daemon of tests/daemonenv.py and a strict source,
+reached through the `url` override of the host (loopback, which the test operator config allows)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.daemonenv import DaemonEnv
 from tests.linegen import mixed_lines
+from tests.receivers_base import hang, retry_after
 from tests.receivers_better_stack import BetterStackReceiver
-from tests.receivers_datadog import hang, retry_after
-from tests.unit.delivery.test_datadog_delivery import DaemonEnv, start_daemon
 
-
-@pytest.fixture
-async def env(tmp_path: Path) -> AsyncIterator[DaemonEnv]:
-    e = await start_daemon(tmp_path)
-    yield e
-    await e.session.close()
-    await e.daemon.aclose()
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[BetterStackReceiver]:
-    r = BetterStackReceiver()
-    await r.start()
-    yield r
-    await r.aclose()
+RECEIVER = BetterStackReceiver  # started for each test by the `receiver` fixture (conftest.py)
 
 
 async def create(env: DaemonEnv, receiver: BetterStackReceiver) -> dict[str, Any]:
     config = {"host": "s1234.eu-nbg-2.betterstackdata.com", "url": receiver.url}
-    return await env.create("better_stack", config, receiver.token)
+    return await env.create_destination("better_stack", config, receiver.token)
 
 
 SPEC_KEYS = 20  # SPEC 2.1 fields; an event adds dt and level
@@ -53,7 +34,7 @@ async def test_every_line_arrives_once_with_every_field_as_stored(
     assert receiver.errors == []
     ids = [i for r in receiver.accepted for i in r.ids]
     assert ids == list(range(1, 10_001))
-    stored = await env.stored_docs(10_000)
+    stored = await env.stored(range(1, 10_001))
     for request in receiver.accepted:
         for event in request.events:
             spec = dict(list(event.items())[:SPEC_KEYS])
@@ -63,8 +44,7 @@ async def test_every_line_arrives_once_with_every_field_as_stored(
     for path in ("/v1/log-destinations", f"/v1/log-destinations/{created['id']}"):
         status, body = await env.call("GET", path)
         assert status == 200 and receiver.token not in str(body)
-    async with env.session.get(env.base + "/metrics") as resp:
-        assert receiver.token not in await resp.text()
+    assert receiver.token not in await env.metrics()
 
 
 async def test_scripted_failures_are_retried_with_backoff_then_delivered(

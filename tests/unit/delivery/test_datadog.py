@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import gzip
 from typing import Any
-from unittest.mock import Mock
 
-import aiohttp
 import orjson
 import pytest
 from pydantic import ValidationError
@@ -14,7 +12,7 @@ from pydantic import ValidationError
 from forwarder.model import LogLine
 from forwarder.sinks import SINK_TYPES, sink_address
 from forwarder.sinks._encode import line_text
-from forwarder.sinks.base import AddressRefused, OutLine, Request, Response
+from forwarder.sinks.base import Request, Response
 from forwarder.sinks.datadog import (
     MAX_BODY_BYTES,
     MAX_ITEM_BYTES,
@@ -24,21 +22,25 @@ from forwarder.sinks.datadog import (
     ddtags,
     encode_item,
 )
-from forwarder.store.lines import Identity, encode_doc, splice_id
+from forwarder.store.lines import Identity
 from tests.linegen import mixed_lines
+from tests.sinkhelpers import (
+    IDENT,
+    SEVERITY_LEVELS,
+    T0,
+    TRANSPORT_ERRORS,
+    NoHttp,
+    classified,
+    limit_lines,
+    out_lines,
+    response,
+)
 
 KEY = "dd-api-key-0123456789abcdef0123456789"
-IDENT = Identity(code=1, database_id="main", database_name="main", host="db1")
-T0 = 1_800_000_000_000_000
-
-
-def out_lines(lines: list[LogLine], ident: Identity = IDENT, first_id: int = 1) -> list[OutLine]:
-    """OutLines as the store hands them out: the SPEC document with the id spliced in."""
-    return [OutLine(first_id + i, splice_id(first_id + i, encode_doc(ident, line))) for i, line in enumerate(lines)]
 
 
 def sink(**config: Any) -> DatadogSink:
-    return DatadogSink(DatadogConfig(**config), KEY, http=None)  # type: ignore[arg-type]  # encode/classify only
+    return DatadogSink(DatadogConfig(**config), KEY, NoHttp())  # encode/classify only
 
 
 def items_of(request: Request) -> list[dict[str, Any]]:
@@ -47,7 +49,7 @@ def items_of(request: Request) -> list[dict[str, Any]]:
 
 
 def one_item(line: LogLine, ident: Identity = IDENT) -> dict[str, Any]:
-    [request] = sink().encode(out_lines([line], ident), "dlv_x", 0)
+    [request] = sink().encode(out_lines([line], ident=ident), "dlv_x", 0)
     [item] = items_of(request)
     return item
 
@@ -70,7 +72,7 @@ def one_item(line: LogLine, ident: Identity = IDENT) -> dict[str, Any]:
 def test_the_intake_url_comes_from_the_site_or_the_override(config: dict[str, Any], url: str, field: str) -> None:
     model = DatadogConfig.model_validate(config)
     assert model.intake_url == url
-    [request] = DatadogSink(model, KEY, http=None).encode(out_lines(mixed_lines(1)), "d", 0)  # type: ignore[arg-type]
+    [request] = DatadogSink(model, KEY, NoHttp()).encode(out_lines(mixed_lines(1)), "d", 0)
     assert request.url == url and request.method == "POST"
     address = sink_address("datadog", model)
     assert address is not None and (address.field, address.url) == (field, url)
@@ -94,22 +96,7 @@ def test_the_kind_is_registered_with_a_required_given_secret() -> None:
 # --- encode: one item -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("severity", "status"),
-    [
-        ("LOG", "info"),
-        ("INFO", "info"),
-        ("STATEMENT", "info"),
-        ("NOTICE", "notice"),
-        ("WARNING", "warning"),
-        ("ERROR", "error"),
-        ("FATAL", "critical"),
-        ("PANIC", "critical"),
-        ("DEBUG", "debug"),
-        ("DEBUG3", "debug"),
-        ("SOMETHING", "info"),
-    ],
-)
+@pytest.mark.parametrize(("severity", "status"), [*SEVERITY_LEVELS, ("STATEMENT", "info"), ("DEBUG", "debug")])
 def test_status_follows_the_severity(severity: str, status: str) -> None:
     line = LogLine(time_us=T0, severity=severity, kind="error", message="m")
     assert one_item(line)["status"] == status
@@ -215,18 +202,6 @@ def test_a_log_within_1_mb_is_sent_whole() -> None:
     assert len(data) <= MAX_ITEM_BYTES and orjson.loads(data)["postgresql"]["message"] == "ü" * 240_000
 
 
-def limit_lines(n: int, seed: int, every: int = 100) -> list[LogLine]:
-    """`n` mixed lines, every `every`th a long one (up to 900 KB: only some, to keep the test fast)."""
-    lines = mixed_lines(n, seed)
-    big = mixed_lines(n // every, seed + 1, max_text_bytes=900_000)
-    for k, line in enumerate(big):
-        if k % 4 == 3:  # some long multi-byte ones too
-            line = line._replace(message="日本語🐘" * (len(line.message) // 13))
-        at = k * every + 7
-        lines[at] = line._replace(time_us=lines[at].time_us)
-    return lines
-
-
 @pytest.mark.parametrize("seed", [1, 2])
 def test_requests_keep_the_documented_limits_and_carry_every_line_once(seed: int) -> None:
     lines = limit_lines(10_000, seed)
@@ -245,10 +220,6 @@ def test_requests_keep_the_documented_limits_and_carry_every_line_once(seed: int
 
 
 # --- classify -------------------------------------------------------------------------------------
-
-
-def response(status: int, body: bytes = b"", **headers: str) -> Response:
-    return Response(status, {k.replace("_", "-"): v for k, v in headers.items()}, body, received_at=1_000.0)
 
 
 @pytest.mark.parametrize(
@@ -270,9 +241,7 @@ def response(status: int, body: bytes = b"", **headers: str) -> Response:
     ],
 )
 def test_classify_statuses(answer: Response, status: str, failure: str, retry_after: float | None, reason: str) -> None:
-    s = sink()
-    [request] = s.encode(out_lines(mixed_lines(2)), "d", 0)
-    outcome = s.classify(request, answer, None)
+    outcome = classified(sink(), answer)
     assert (outcome.status, outcome.failure, outcome.retry_after, outcome.reason) == (
         status,
         failure,
@@ -282,22 +251,8 @@ def test_classify_statuses(answer: Response, status: str, failure: str, retry_af
     assert outcome.retry_ids is None and outcome.rejected_ids == ()  # the whole request either way
 
 
-@pytest.mark.parametrize(
-    ("error", "failure", "reason"),
-    [
-        (TimeoutError("no answer within 30 s"), "timeout", "no answer: no answer within 30 s"),
-        (
-            aiohttp.ClientConnectorError(Mock(), ConnectionRefusedError(111, "Connection refused")),
-            "connect",
-            "cannot connect: Connection refused",
-        ),
-        (aiohttp.ServerDisconnectedError(), "connect", "connection failed: ServerDisconnectedError"),
-        (AddressRefused("10.0.0.1 is not public"), "refused_address", "address refused: 10.0.0.1 is not public"),
-    ],
-)
+@pytest.mark.parametrize(("error", "failure", "reason"), TRANSPORT_ERRORS)
 def test_classify_errors_keep_the_data(error: BaseException, failure: str, reason: str) -> None:
-    s = sink()
-    [request] = s.encode(out_lines(mixed_lines(1)), "d", 0)
-    outcome = s.classify(request, None, error)
+    outcome = classified(sink(), None, error, lines=1)
     assert (outcome.status, outcome.failure, outcome.reason) == ("retry", failure, reason)
     assert KEY not in outcome.reason

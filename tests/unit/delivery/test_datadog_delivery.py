@@ -1,127 +1,23 @@
-"""The datadog kind end to end: a real daemon in one process with a fake clock, and a strict intake.
-
-The destination's `url` points at the loopback receiver, reachable only because the operator
-config allows 127.0.0.0/8 (as in test_webhook_delivery.py).
-"""
+"""The datadog kind end to end: the in-process daemon of tests/daemonenv.py and a strict intake,
+reached through the `url` override of the site (loopback, which the test operator config allows)."""
 
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import aiohttp
-import orjson
 import pytest
 
-from forwarder.app import Daemon
-from forwarder.clock import FakeClock
-from forwarder.config import config_from_dict
-from forwarder.model import LogLine
+from tests.daemonenv import DaemonEnv
 from tests.linegen import mixed_lines
-from tests.receivers_datadog import DatadogReceiver, hang, retry_after
+from tests.receivers_base import hang, retry_after
+from tests.receivers_datadog import DatadogReceiver
 
-
-@dataclass
-class DaemonEnv:
-    """A started daemon with a fake clock, an API key and a session to call it."""
-
-    daemon: Daemon
-    clock: FakeClock
-    session: aiohttp.ClientSession
-    base: str
-    key: str
-
-    async def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        async with self.session.request(
-            method, self.base + path, json=body, headers={"Authorization": f"Bearer {self.key}"}
-        ) as resp:
-            return resp.status, (await resp.json() if resp.status != 204 else None)
-
-    async def create(self, kind: str, config: dict[str, Any], secret: str) -> dict[str, Any]:
-        body_in = {"type": kind, "name": kind, "config": config, "secret": secret}
-        status, body = await self.call("POST", "/v1/log-destinations", body_in)
-        assert status == 201, body
-        return body  # type: ignore[no-any-return]
-
-    async def append(self, lines: list[LogLine]) -> None:
-        ident = self.daemon.registry.by_id["main"].identity
-        await self.daemon.store.append(ident, lines, [], 0)
-
-    async def stored_docs(self, n: int) -> dict[int, dict[str, Any]]:
-        docs = await self.daemon.store.docs_by_ids(list(range(1, n + 1)))
-        return {i: orjson.loads(d) for i, d in docs.items()}
-
-    async def shown(self, dest_id: str) -> dict[str, Any]:
-        status, body = await self.call("GET", f"/v1/log-destinations/{dest_id}")
-        assert status == 200
-        return body  # type: ignore[no-any-return]
-
-    async def until(self, dest_id: str, check: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
-        """The destination as shown once `check` holds for its `delivery`."""
-        async with asyncio.timeout(10):
-            while True:
-                shown = await self.shown(dest_id)
-                if check(shown["delivery"]):
-                    return shown
-                await asyncio.sleep(0.01)
-
-    async def until_sleeping(self, dest_id: str, attempts: int) -> float:
-        """Seconds until the loop's next wake, once it has failed `attempts` times and sleeps."""
-        delivery = self.daemon.delivery
-        assert delivery is not None
-        async with asyncio.timeout(10):
-            while True:
-                state = delivery.state(dest_id)
-                if state is not None and state.attempts == attempts:
-                    wake = self.clock.next_wake()
-                    if wake is not None:
-                        return wake
-                await asyncio.sleep(0.005)
-
-
-async def start_daemon(tmp_path: Path) -> DaemonEnv:
-    config = config_from_dict(
-        {
-            "server": {"host": "127.0.0.1", "port": 0},
-            "store": {"path": str(tmp_path / "s.db")},
-            "security": {
-                "secrets_key_file": str(tmp_path / "secrets.key"),
-                "allowed_destination_networks": ["127.0.0.0/8"],
-            },
-            "databases": [
-                {"id": "main", "name": "main", "host": "db1", "log": {"path": str(tmp_path / "none/*.log")}},
-            ],
-        }
-    )
-    clock = FakeClock(start=time.time())
-    daemon = Daemon(config, clock=clock)
-    await daemon.start()
-    _, key = await daemon.store.create_key("rw", "read-write")
-    return DaemonEnv(daemon, clock, aiohttp.ClientSession(), f"http://127.0.0.1:{daemon.port}", key)
-
-
-@pytest.fixture
-async def env(tmp_path: Path) -> AsyncIterator[DaemonEnv]:
-    e = await start_daemon(tmp_path)
-    yield e
-    await e.session.close()
-    await e.daemon.aclose()
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[DatadogReceiver]:
-    r = DatadogReceiver()
-    await r.start()
-    yield r
-    await r.aclose()
+RECEIVER = DatadogReceiver  # started for each test by the `receiver` fixture (conftest.py)
 
 
 async def create(env: DaemonEnv, receiver: DatadogReceiver) -> dict[str, Any]:
-    return await env.create("datadog", {"site": "datadoghq.eu", "url": receiver.url}, receiver.api_key)
+    return await env.create_destination("datadog", {"site": "datadoghq.eu", "url": receiver.url}, receiver.api_key)
 
 
 async def test_every_line_arrives_once_with_every_field_as_stored(env: DaemonEnv, receiver: DatadogReceiver) -> None:
@@ -133,7 +29,7 @@ async def test_every_line_arrives_once_with_every_field_as_stored(env: DaemonEnv
     assert receiver.errors == []
     ids = [i for r in receiver.accepted for i in r.ids]
     assert ids == list(range(1, 10_001))  # every line exactly once, in order
-    stored = await env.stored_docs(10_000)
+    stored = await env.stored(range(1, 10_001))
     for request in receiver.accepted:
         for item in request.items:
             assert item["postgresql"] == stored[int(item["postgresql"]["id"])]
@@ -143,8 +39,7 @@ async def test_every_line_arrives_once_with_every_field_as_stored(env: DaemonEnv
     for path in ("/v1/log-destinations", f"/v1/log-destinations/{created['id']}"):
         status, body = await env.call("GET", path)
         assert status == 200 and receiver.api_key not in str(body)
-    async with env.session.get(env.base + "/metrics") as resp:
-        assert receiver.api_key not in await resp.text()
+    assert receiver.api_key not in await env.metrics()
 
 
 async def test_scripted_failures_are_retried_with_backoff_then_delivered(

@@ -25,18 +25,15 @@ from forwarder.sinks.elasticsearch import (
     document_id,
     index_problem,
 )
-from forwarder.store.lines import Identity, encode_doc, splice_id
+from forwarder.store.lines import Identity
+from tests import sinkhelpers
 from tests.linegen import mixed_lines
 from tests.receivers_elasticsearch import filter_response
+from tests.sinkhelpers import SEVERITY_LEVELS, NoHttp
 
 STORE_ID = "0123456789abcdef"
 SECRET = "VnVhQ2ZHY0JDZGJrUW0tZTVhT3g6dWkybHAyYXhUTm1zeWFrdzl0dk5udw=="  # an API key's `encoded` form
 IDENT = Identity(code=1, database_id="main", database_name="Main DB", host="db1.example.com")
-
-
-class NoHttp:
-    async def send(self, request: Request) -> Response:
-        raise AssertionError("encode and classify never send")
 
 
 def sink(**config: Any) -> ElasticsearchSink:
@@ -46,8 +43,7 @@ def sink(**config: Any) -> ElasticsearchSink:
 
 
 def out_lines(lines: list[LogLine], first_id: int = 1) -> list[OutLine]:
-    """OutLines as the store hands them out: encode_doc once, id spliced in."""
-    return [OutLine(first_id + i, splice_id(first_id + i, encode_doc(IDENT, line))) for i, line in enumerate(lines)]
+    return sinkhelpers.out_lines(lines, ident=IDENT, first_id=first_id)
 
 
 def line(**kw: Any) -> LogLine:
@@ -179,20 +175,7 @@ def test_one_line_is_an_action_and_a_document_each_ending_in_newline() -> None:
     assert list(orjson.loads(doc)) == list(expected)  # @timestamp first, SPEC order, log last
 
 
-@pytest.mark.parametrize(
-    ("severity", "level"),
-    [
-        ("DEBUG2", "debug"),
-        ("LOG", "info"),
-        ("INFO", "info"),
-        ("NOTICE", "notice"),
-        ("WARNING", "warning"),
-        ("ERROR", "error"),
-        ("FATAL", "critical"),
-        ("PANIC", "critical"),
-        ("SOMETHING", "info"),
-    ],
-)
+@pytest.mark.parametrize(("severity", "level"), SEVERITY_LEVELS)
 def test_log_level_is_the_normalized_level(severity: str, level: str) -> None:
     doc = document(orjson.loads(out_lines([line(severity=severity)])[0].doc))
     assert doc["log"] == {"level": level}

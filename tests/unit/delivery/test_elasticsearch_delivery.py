@@ -4,120 +4,29 @@ strict Bulk API receiver on loopback (reachable only because the operator config
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from pathlib import Path
+from functools import partial
 from typing import Any
 
-import aiohttp
-import orjson
 import pytest
 
-from forwarder.app import Daemon
-from forwarder.clock import FakeClock
-from forwarder.config import config_from_dict
 from forwarder.sinks._encode import level
 from forwarder.sinks.elasticsearch import DEFAULT_MAX_REQUEST_BYTES, FILTER_PATH
+from tests.daemonenv import DaemonEnv
 from tests.linegen import mixed_lines
 from tests.receivers_elasticsearch import DEFAULT_INDEX, ElasticsearchReceiver
+from tests.unit.delivery.conftest import Started
 
 API_KEY = "VnVhQ2ZHY0JDZGJrUW0tZTVhT3g6dWkybHAyYXhUTm1zeWFrdzl0dk5udw=="
 
 
-@dataclass
-class Env:
-    daemon: Daemon
-    clock: FakeClock
-    session: aiohttp.ClientSession
-    base: str
-    key: str
-
-    async def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        async with self.session.request(
-            method, self.base + path, json=body, headers={"Authorization": f"Bearer {self.key}"}
-        ) as resp:
-            return resp.status, (await resp.json() if resp.status != 204 else None)
-
-    async def create(self, receiver: ElasticsearchReceiver, secret: str = API_KEY, **config: Any) -> dict[str, Any]:
-        body_in = {"type": "elasticsearch", "name": "es", "config": {"url": receiver.url, **config}, "secret": secret}
-        status, body = await self.call("POST", "/v1/log-destinations", body_in)
-        assert status == 201, body
-        return body  # type: ignore[no-any-return]
-
-    async def delivery(self, dest_id: str) -> dict[str, Any]:
-        status, body = await self.call("GET", f"/v1/log-destinations/{dest_id}")
-        assert status == 200
-        return body["delivery"]  # type: ignore[no-any-return]
-
-    async def settled(self, dest_id: str) -> dict[str, Any]:
-        """The destination's state once nothing is in flight."""
-        async with asyncio.timeout(10):
-            while True:
-                d = await self.delivery(dest_id)
-                if d["in_flight_lines"] == 0 and d["lag_lines"] == 0 and d["attempts"] == 0:
-                    return d
-                await asyncio.sleep(0.01)
-
-    async def add_lines(self, n: int, seed: int = 1) -> list[int]:
-        ident = self.daemon.registry.by_id["main"].identity
-        head = await self.daemon.store.append(ident, mixed_lines(n, seed), [], 0)
-        return list(range(head - n + 1, head + 1))
-
-    async def until_sleeping(self, dest_id: str, attempts: int) -> float:
-        """Wait for a sleep on the fake clock after `attempts` failures; seconds until it ends."""
-        delivery = self.daemon.delivery
-        assert delivery is not None
-        async with asyncio.timeout(10):
-            while True:
-                state = delivery.state(dest_id)
-                if state is not None and state.attempts == attempts:
-                    wake = self.clock.next_wake()
-                    if wake is not None:
-                        return wake
-                await asyncio.sleep(0.005)
-
-    async def metrics(self) -> str:
-        async with self.session.get(self.base + "/metrics") as resp:
-            return await resp.text()
+# Started for each test by the `receiver` fixture (conftest.py).
+RECEIVER = partial(ElasticsearchReceiver, api_key=API_KEY, max_body_bytes=DEFAULT_MAX_REQUEST_BYTES)
 
 
-async def start_env(tmp_path: Path) -> Env:
-    config = config_from_dict(
-        {
-            "server": {"host": "127.0.0.1", "port": 0},
-            "store": {"path": str(tmp_path / "s.db")},
-            "security": {
-                "secrets_key_file": str(tmp_path / "secrets.key"),
-                "allowed_destination_networks": ["127.0.0.0/8"],
-            },
-            "databases": [
-                {"id": "main", "name": "main", "host": "db1", "log": {"path": str(tmp_path / "none/*.log")}},
-            ],
-        }
-    )
-    clock = FakeClock(start=time.time())
-    daemon = Daemon(config, clock=clock)
-    await daemon.start()
-    _, key = await daemon.store.create_key("rw", "read-write")
-    return Env(daemon, clock, aiohttp.ClientSession(), f"http://127.0.0.1:{daemon.port}", key)
-
-
-@pytest.fixture
-async def env(tmp_path: Path) -> AsyncIterator[Env]:
-    e = await start_env(tmp_path)
-    yield e
-    await e.session.close()
-    await e.daemon.aclose()
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[ElasticsearchReceiver]:
-    r = ElasticsearchReceiver(api_key=API_KEY, max_body_bytes=DEFAULT_MAX_REQUEST_BYTES)
-    await r.start()
-    yield r
-    await r.aclose()
+async def create(
+    env: DaemonEnv, receiver: ElasticsearchReceiver, secret: str = API_KEY, **config: Any
+) -> dict[str, Any]:
+    return await env.create_destination("elasticsearch", {"url": receiver.url, **config}, secret, name="es")
 
 
 def as_stored(doc: dict[str, Any]) -> dict[str, Any]:
@@ -127,20 +36,20 @@ def as_stored(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 async def test_ten_thousand_mixed_lines_are_stored_once_each_as_stored(
-    env: Env, receiver: ElasticsearchReceiver
+    env: DaemonEnv, receiver: ElasticsearchReceiver
 ) -> None:
-    created = await env.create(receiver)
+    created = await create(env, receiver)
     assert API_KEY not in str(created) and "secret" not in created and created["has_secret"] is True
-    ids = await env.add_lines(10_000, seed=11)
+    ids = await env.append(mixed_lines(10_000, seed=11))
     await receiver.wait_for_stored(10_000, timeout=60)
     assert receiver.errors == []
-    stored = await env.daemon.store.docs_by_ids(ids)
+    stored = await env.stored(ids)
     indexed = receiver.stored_by_line()
     store_id = env.daemon.store.store_id
     assert sorted(indexed) == ids
     assert set(receiver.stored) == {(DEFAULT_INDEX, f"{store_id}-{i}") for i in ids}
     for line_id in ids:
-        doc, expected = indexed[line_id], orjson.loads(stored[line_id])
+        doc, expected = indexed[line_id], stored[line_id]
         assert as_stored(doc) == expected
         assert doc["@timestamp"] == expected["time"]
         assert doc["log"] == {"level": level(expected["severity"])}
@@ -158,14 +67,14 @@ async def test_ten_thousand_mixed_lines_are_stored_once_each_as_stored(
 
 
 async def test_a_partial_failure_resends_only_the_busy_items_and_drops_the_refused(
-    env: Env, receiver: ElasticsearchReceiver
+    env: DaemonEnv, receiver: ElasticsearchReceiver
 ) -> None:
     store_id = env.daemon.store.store_id
     receiver.stored[(DEFAULT_INDEX, f"{store_id}-2")] = {"id": "2"}  # an earlier attempt stored line 2
     receiver.item_script = {4: [429], 5: [429], 9: [503]}
     receiver.item_always = {7: 400}
-    created = await env.create(receiver)
-    await env.add_lines(10)
+    created = await create(env, receiver)
+    await env.append(mixed_lines(10))
     await receiver.wait_for(1)
     assert receiver.calls[0].statuses == [201, 409, 201, 429, 429, 201, 400, 201, 503, 201]
     assert await env.until_sleeping(created["id"], 1) == pytest.approx(30)
@@ -194,11 +103,11 @@ async def test_a_partial_failure_resends_only_the_busy_items_and_drops_the_refus
 
 
 async def test_a_resend_after_a_timeout_gets_409s_that_count_as_delivered(
-    env: Env, receiver: ElasticsearchReceiver
+    env: DaemonEnv, receiver: ElasticsearchReceiver
 ) -> None:
     receiver.script = ["store_then_hang"]  # stored, but the answer never comes
-    created = await env.create(receiver)
-    await env.add_lines(50)
+    created = await create(env, receiver)
+    await env.append(mixed_lines(50))
     await receiver.held.wait()
     assert await env.until_sleeping(created["id"], 0) == pytest.approx(20)  # the request's deadline
     env.clock.advance(21)
@@ -214,11 +123,11 @@ async def test_a_resend_after_a_timeout_gets_409s_that_count_as_delivered(
 
 
 async def test_whole_request_429_and_500_are_retried_after_the_backoff(
-    env: Env, receiver: ElasticsearchReceiver
+    env: DaemonEnv, receiver: ElasticsearchReceiver
 ) -> None:
     receiver.script = [429, 500]
-    created = await env.create(receiver)
-    await env.add_lines(5)
+    created = await create(env, receiver)
+    await env.append(mixed_lines(5))
     await receiver.wait_for(1)
     assert await env.until_sleeping(created["id"], 1) == pytest.approx(30)
     assert (await env.delivery(created["id"]))["last_error"] == "HTTP 429: es_rejected_execution_exception: scripted"
@@ -233,8 +142,8 @@ async def test_whole_request_429_and_500_are_retried_after_the_backoff(
     assert [c.ids for c in receiver.calls] == [[1, 2, 3, 4, 5]] * 3
 
 
-async def test_test_endpoint_indexes_one_marked_line(env: Env, receiver: ElasticsearchReceiver) -> None:
-    created = await env.create(receiver)
+async def test_test_endpoint_indexes_one_marked_line(env: DaemonEnv, receiver: ElasticsearchReceiver) -> None:
+    created = await create(env, receiver)
     path = f"/v1/log-destinations/{created['id']}/test"
     assert await env.call("POST", path) == (200, {"ok": True})
     [(key, doc)] = receiver.stored.items()
@@ -247,23 +156,23 @@ async def test_test_endpoint_indexes_one_marked_line(env: Env, receiver: Elastic
     assert receiver.errors == []
 
 
-async def test_opensearch_with_basic_auth_an_index_and_a_pipeline(env: Env) -> None:
-    receiver = ElasticsearchReceiver(user="forwarder", password="s3cret pass", index="pg-logs", pipeline="geoip")
-    await receiver.start()
-    try:
-        created = await env.create(receiver, secret="s3cret pass", user="forwarder", index="pg-logs", pipeline="geoip")
-        assert created["config"]["user"] == "forwarder" and "s3cret" not in str(created)
-        await env.add_lines(30)
-        await receiver.wait_for_stored(30)
-        assert receiver.errors == []
-        assert receiver.calls[0].headers["Authorization"].startswith("Basic ")
-    finally:
-        await receiver.aclose()
+async def test_opensearch_with_basic_auth_an_index_and_a_pipeline(env: DaemonEnv, started: Started) -> None:
+    receiver = await started(
+        ElasticsearchReceiver(user="forwarder", password="s3cret pass", index="pg-logs", pipeline="geoip")
+    )
+    created = await create(env, receiver, secret="s3cret pass", user="forwarder", index="pg-logs", pipeline="geoip")
+    assert created["config"]["user"] == "forwarder" and "s3cret" not in str(created)
+    await env.append(mixed_lines(30))
+    await receiver.wait_for_stored(30)
+    assert receiver.errors == []
+    assert receiver.calls[0].headers["Authorization"].startswith("Basic ")
 
 
-async def test_wrong_credentials_are_retried_without_showing_them(env: Env, receiver: ElasticsearchReceiver) -> None:
-    created = await env.create(receiver, secret="not-the-key-123")
-    await env.add_lines(3)
+async def test_wrong_credentials_are_retried_without_showing_them(
+    env: DaemonEnv, receiver: ElasticsearchReceiver
+) -> None:
+    created = await create(env, receiver, secret="not-the-key-123")
+    await env.append(mixed_lines(3))
     assert await env.until_sleeping(created["id"], 1) == pytest.approx(30)
     d = await env.delivery(created["id"])
     assert d["last_error"].startswith("HTTP 401: security_exception: missing authentication credentials")
@@ -287,7 +196,7 @@ async def test_wrong_credentials_are_retried_without_showing_them(env: Env, rece
         ({"config": {"url": "http://10.1.2.3:9200"}}, "config.url"),  # not an allowed network
     ],
 )
-async def test_create_refuses_a_bad_config(env: Env, change: dict[str, Any], field: str) -> None:
+async def test_create_refuses_a_bad_config(env: DaemonEnv, change: dict[str, Any], field: str) -> None:
     body = {"type": "elasticsearch", "name": "es", "secret": API_KEY} | change
     body = {k: v for k, v in body.items() if v is not None}
     status, answer = await env.call("POST", "/v1/log-destinations", body)

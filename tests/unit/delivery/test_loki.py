@@ -35,35 +35,22 @@ from forwarder.sinks.loki import (
     stream_labels,
     timestamp_ns,
 )
-from forwarder.store.lines import Identity, encode_doc, splice_id
+from forwarder.store.lines import Identity
 from tests.linegen import mixed_lines
-from tests.receivers_loki import LokiReceiver, WireFormatError, recover
+from tests.receivers_base import WireFormatError
+from tests.receivers_loki import LokiReceiver, recover
+from tests.sinkhelpers import IDENT, FakeHttp, out_line, out_lines
 
-IDENT = Identity(code=1, database_id="main", database_name="main", host="db1")
 URL = "http://loki.example:3100"
-
-
-def out_lines(lines: list[LogLine], first_id: int = 1, ident: Identity = IDENT) -> list[OutLine]:
-    """OutLines as the store hands them out (encode_doc, then splice_id)."""
-    return [OutLine(first_id + i, splice_id(first_id + i, encode_doc(ident, line))) for i, line in enumerate(lines)]
 
 
 def doc(**changes: Any) -> dict[str, Any]:
     line = LogLine(time_us=1_700_000_000_123_456, severity="ERROR", kind="error", message="boom")._replace(**changes)
-    return OutLine(7, splice_id(7, encode_doc(IDENT, line))).fields()
+    return out_line(line, 7).fields()
 
 
 def config(**changes: Any) -> LokiConfig:
     return LokiConfig(url=URL, **changes)
-
-
-class FakeHttp:
-    def __init__(self) -> None:
-        self.sent: list[Request] = []
-
-    async def send(self, request: Request) -> Response:
-        self.sent.append(request)
-        return Response(204, {})
 
 
 # --- config -----------------------------------------------------------------------------------
@@ -169,7 +156,7 @@ def test_authorization(user: str | None, secret: str | None, header: str | None)
 )
 def test_stream_labels(changes: dict[str, Any], ident: Identity, labels: dict[str, str]) -> None:
     line = LogLine(time_us=1, severity="ERROR", kind="error", message="m")._replace(**changes)
-    fields = OutLine(1, splice_id(1, encode_doc(ident, line))).fields()
+    fields = out_line(line, 1, ident).fields()
     got, cut = stream_labels(fields)
     assert dict(got) == labels and list(dict(got)) == [
         k for k in ("source", "host", "database", "level", "kind") if k in labels
@@ -178,9 +165,7 @@ def test_stream_labels(changes: dict[str, Any], ident: Identity, labels: dict[st
 
 
 def test_a_label_value_over_loki_limit_is_cut() -> None:
-    fields = OutLine(
-        1, splice_id(1, encode_doc(Identity(1, "a", "d", "ü" * 2000), LogLine(1, "LOG", "other", "m")))
-    ).fields()
+    fields = out_line(LogLine(1, "LOG", "other", "m"), 1, Identity(1, "a", "d", "ü" * 2000)).fields()
     labels, cut = stream_labels(fields)
     host = dict(labels)["host"]
     assert cut and host.endswith("...") and len(host.encode()) <= MAX_LABEL_VALUE_BYTES
@@ -439,7 +424,7 @@ def test_every_field_is_recovered(structured: bool) -> None:
 def test_the_test_line_is_recovered() -> None:
     ident = Identity(0, "", "", "myhost")
     line = LogLine(time_us=1_800_000_000_000_000, severity="LOG", kind="other", message="test line")
-    [out] = [OutLine(0, splice_id(0, encode_doc(ident, line)))]
+    out = out_line(line, 0, ident)
     [(_, body)] = encode_pushes([out], config())
     [e] = LokiReceiver().check_body(body)[1]
     assert e.labels == {"source": "service", "host": "myhost", "level": "info", "kind": "other"}
@@ -477,7 +462,7 @@ def test_ten_thousand_long_lines_stay_within_limits() -> None:
 
     size = 0
     for i, line in enumerate(lines):
-        out = OutLine(i + 1, splice_id(i + 1, encode_doc(IDENT, line)))
+        out = out_line(line, i + 1)
         batch.append((out, len(out.doc)))
         size += len(out.doc)
         if size > 4 * sink.limits.max_bytes:

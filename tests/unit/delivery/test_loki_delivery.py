@@ -6,137 +6,26 @@ Loopback is reachable only because the operator config allows 127.0.0.0/8 (DEVEL
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import aiohttp
-import orjson
 import pytest
-from aiohttp import web
 
-from forwarder.app import Daemon
-from forwarder.clock import FakeClock
-from forwarder.config import config_from_dict
-from forwarder.model import LogLine
+from tests.daemonenv import DaemonEnv
 from tests.linegen import mixed_lines
-from tests.receivers_loki import LokiReceiver, Push, out_of_order, recover, retry_after
+from tests.receivers_base import hang
+from tests.receivers_loki import LokiReceiver, out_of_order, recover, retry_after
+from tests.unit.delivery.conftest import Started
 
 SECRET = "glc_eyJvIjoiMTIzNDU2NyIsIm4iOiJzdGFjayJ9-very-secret"
 
 
-@dataclass
-class Env:
-    daemon: Daemon
-    clock: FakeClock
-    session: aiohttp.ClientSession
-    base: str
-    key: str
-
-    async def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        async with self.session.request(
-            method, self.base + path, json=body, headers={"Authorization": f"Bearer {self.key}"}
-        ) as resp:
-            return resp.status, (await resp.json() if resp.status != 204 else None)
-
-    async def append(self, lines: list[LogLine]) -> None:
-        ident = self.daemon.registry.by_id["main"].identity
-        await self.daemon.store.append(ident, lines, [], 0)
-
-    async def add_lines(self, n: int, start: int = 0) -> None:
-        now_us = int(self.clock.now() * 1_000_000)
-        await self.append(
-            [
-                LogLine(time_us=now_us + i * 1000, severity="ERROR", kind="error", message=f"line {start + i}")
-                for i in range(n)
-            ]
-        )
-
-    async def create(self, receiver: LokiReceiver, secret: str | None = None, **config: Any) -> dict[str, Any]:
-        body_in: dict[str, Any] = {"type": "loki", "name": "loki", "config": {"url": receiver.url, **config}}
-        if secret is not None:
-            body_in["secret"] = secret
-        status, body = await self.call("POST", "/v1/log-destinations", body_in)
-        assert status == 201, body
-        return body  # type: ignore[no-any-return]
-
-    async def shown(self, dest_id: str) -> dict[str, Any]:
-        status, body = await self.call("GET", f"/v1/log-destinations/{dest_id}")
-        assert status == 200
-        return body  # type: ignore[no-any-return]
-
-    async def until_sleeping(self, dest_id: str, attempts: int) -> float:
-        """Wait for a sleep on the fake clock after `attempts` failures; seconds until it ends."""
-        delivery = self.daemon.delivery
-        assert delivery is not None
-        async with asyncio.timeout(10):
-            while True:
-                state = delivery.state(dest_id)
-                if state is not None and state.attempts == attempts:
-                    wake = self.clock.next_wake()
-                    if wake is not None:
-                        return wake
-                await asyncio.sleep(0.005)
-
-    async def stored(self, ids: list[int]) -> dict[int, dict[str, Any]]:
-        docs = await self.daemon.store.docs_by_ids(ids)
-        return {i: orjson.loads(d) for i, d in docs.items()}
-
-    async def metrics(self) -> str:
-        async with self.session.get(self.base + "/metrics") as resp:
-            return await resp.text()
+async def create(env: DaemonEnv, receiver: LokiReceiver, secret: str | None = None, **config: Any) -> dict[str, Any]:
+    return await env.create_destination("loki", {"url": receiver.url, **config}, secret)
 
 
-@pytest.fixture
-async def env(tmp_path: Path) -> AsyncIterator[Env]:
-    config = config_from_dict(
-        {
-            "server": {"host": "127.0.0.1", "port": 0},
-            "store": {"path": str(tmp_path / "s.db")},
-            "security": {
-                "secrets_key_file": str(tmp_path / "secrets.key"),
-                "allowed_destination_networks": ["127.0.0.0/8"],
-            },
-            "databases": [
-                {"id": "main", "name": "main", "host": "db1", "log": {"path": str(tmp_path / "none/*.log")}},
-            ],
-        }
-    )
-    clock = FakeClock(start=time.time())
-    daemon = Daemon(config, clock=clock)
-    await daemon.start()
-    _, key = await daemon.store.create_key("rw", "read-write")
-    session = aiohttp.ClientSession()
-    yield Env(daemon, clock, session, f"http://127.0.0.1:{daemon.port}", key)
-    await session.close()
-    await daemon.aclose()
-
-
-async def started(receiver: LokiReceiver) -> LokiReceiver:
-    await receiver.start()
-    return receiver
-
-
-@pytest.fixture
-async def receivers() -> AsyncIterator[list[LokiReceiver]]:
-    made: list[LokiReceiver] = []
-    yield made
-    for r in made:
-        await r.aclose()
-
-
-async def make(receivers: list[LokiReceiver], **kwargs: Any) -> LokiReceiver:
-    r = LokiReceiver(**kwargs)
-    await r.start()
-    receivers.append(r)
-    return r
-
-
-async def test_every_line_arrives_once_with_every_field(env: Env, receivers: list[LokiReceiver]) -> None:
-    receiver = await make(receivers, user="1234567", secret=SECRET, tenant_id="team-a")
-    created = await env.create(receiver, SECRET, user="1234567", tenant_id="team-a")
+async def test_every_line_arrives_once_with_every_field(env: DaemonEnv, started: Started) -> None:
+    receiver = await started(LokiReceiver(user="1234567", secret=SECRET, tenant_id="team-a"))
+    created = await create(env, receiver, SECRET, user="1234567", tenant_id="team-a")
     assert SECRET not in str(created) and created["has_secret"] is True and "secret" not in created
     await env.append(mixed_lines(10_000, 21))
     await receiver.wait_for_lines(10_000, timeout=120)
@@ -153,9 +42,7 @@ async def test_every_line_arrives_once_with_every_field(env: Env, receivers: lis
     for path in ("/v1/log-destinations", f"/v1/log-destinations/{created['id']}"):
         status, body = await env.call("GET", path)
         assert status == 200 and SECRET not in str(body)
-    async with asyncio.timeout(10):
-        while (shown := await env.shown(created["id"]))["delivery"]["sent_lines"] < 10_000:
-            await asyncio.sleep(0.01)
+    shown = await env.until(created["id"], lambda d: d["sent_lines"] >= 10_000)
     assert shown["has_secret"] is True and "secret" not in shown
     assert shown["config"] == {
         "url": receiver.url,
@@ -171,9 +58,9 @@ async def test_every_line_arrives_once_with_every_field(env: Env, receivers: lis
     assert SECRET not in text
 
 
-async def test_bearer_token_and_json_lines(env: Env, receivers: list[LokiReceiver]) -> None:
-    receiver = await make(receivers, secret="bearer-token-1", structured_metadata=False)
-    await env.create(receiver, "bearer-token-1", structured_metadata=False)
+async def test_bearer_token_and_json_lines(env: DaemonEnv, started: Started) -> None:
+    receiver = await started(LokiReceiver(secret="bearer-token-1", structured_metadata=False))
+    await create(env, receiver, "bearer-token-1", structured_metadata=False)
     await env.append(mixed_lines(300, 4))
     await receiver.wait_for_lines(300)
     assert receiver.errors == []
@@ -184,20 +71,14 @@ async def test_bearer_token_and_json_lines(env: Env, receivers: list[LokiReceive
         assert recover(entry, structured=False) == stored[entry.id]
 
 
-async def test_rate_limits_errors_and_timeouts_are_retried_with_backoff(
-    env: Env, receivers: list[LokiReceiver]
-) -> None:
+async def test_rate_limits_errors_and_timeouts_are_retried_with_backoff(env: DaemonEnv, started: Started) -> None:
     held = asyncio.Event()
 
-    async def hold(push: Push) -> web.StreamResponse:
-        held.set()
-        await asyncio.Event().wait()  # never answers: the sender gives up after 15 s
-        raise AssertionError("unreachable")
-
-    receiver = await make(receivers, script=[retry_after(429, 100), 500, hold])
-    created = await env.create(receiver)
+    # The third push is never answered: the sender gives up after 15 s.
+    receiver = await started(LokiReceiver(script=[retry_after(429, 100), 500, hang(held)]))
+    created = await create(env, receiver)
     dest_id = created["id"]
-    await env.add_lines(50)
+    await env.add_lines(50, step_us=1000)
     await receiver.wait_for(1)
     assert await env.until_sleeping(dest_id, 1) == pytest.approx(100)  # Retry-After over the 30 s backoff
     assert (await env.shown(dest_id))["delivery"]["last_error"] == "HTTP 429: Ingestion rate limit exceeded"
@@ -217,21 +98,17 @@ async def test_rate_limits_errors_and_timeouts_are_retried_with_backoff(
     assert all(p.ids == receiver.pushes[0].ids for p in receiver.pushes)  # the same lines each time
     assert sorted(receiver.accepted_ids) == list(range(1, 51))
     assert receiver.errors == []
-    async with asyncio.timeout(10):
-        while (d := (await env.shown(dest_id))["delivery"])["sent_lines"] != 50:
-            await asyncio.sleep(0.01)
+    d = (await env.until(dest_id, lambda d: d["sent_lines"] == 50))["delivery"]
     assert d["dropped_lines"] == 0 and d["in_flight_lines"] == 0
 
 
-async def test_a_loki_400_is_not_retried_and_its_lines_are_dropped(env: Env, receivers: list[LokiReceiver]) -> None:
-    receiver = await make(receivers, script=[out_of_order()])
-    created = await env.create(receiver)
+async def test_a_loki_400_is_not_retried_and_its_lines_are_dropped(env: DaemonEnv, started: Started) -> None:
+    receiver = await started(LokiReceiver(script=[out_of_order()]))
+    created = await create(env, receiver)
     dest_id = created["id"]
-    await env.add_lines(30)
+    await env.add_lines(30, step_us=1000)
     await receiver.wait_for(1)
-    async with asyncio.timeout(10):
-        while (d := (await env.shown(dest_id))["delivery"])["dropped_lines"] != 30 or d["in_flight_lines"]:
-            await asyncio.sleep(0.01)
+    d = (await env.until(dest_id, lambda d: d["dropped_lines"] == 30 and not d["in_flight_lines"]))["delivery"]
     assert d["attempts"] == 0 and d["in_flight_lines"] == 0 and d["next_attempt_at"] is None
     assert d["last_error"].startswith("HTTP 400: entry with timestamp ")
     assert "reason: 'entry out of order'" in d["last_error"] and "total ignored: 30 out of 30" in d["last_error"]
@@ -241,23 +118,21 @@ async def test_a_loki_400_is_not_retried_and_its_lines_are_dropped(env: Env, rec
         in text
     )
     # The next lines go on, and the refused push is never sent again.
-    await env.add_lines(5, start=30)
+    await env.add_lines(5, start=30, step_us=1000)
     await receiver.wait_for_lines(5)
     assert [len(p.entries) for p in receiver.pushes] == [30, 5]
     assert sorted(receiver.accepted_ids) == list(range(31, 36))
-    async with asyncio.timeout(10):
-        while (d := (await env.shown(dest_id))["delivery"])["sent_lines"] != 5:
-            await asyncio.sleep(0.01)
+    d = (await env.until(dest_id, lambda d: d["sent_lines"] == 5))["delivery"]
     assert d["dropped_lines"] == 30 and receiver.errors == []
 
 
 async def test_disallowed_structured_metadata_is_retried_until_the_config_is_fixed(
-    env: Env, receivers: list[LokiReceiver]
+    env: DaemonEnv, started: Started
 ) -> None:
-    receiver = await make(receivers, allow_structured_metadata=False)
-    created = await env.create(receiver)
+    receiver = await started(LokiReceiver(allow_structured_metadata=False))
+    created = await create(env, receiver)
     dest_id = created["id"]
-    await env.add_lines(10)
+    await env.add_lines(10, step_us=1000)
     await receiver.wait_for(1)
     assert await env.until_sleeping(dest_id, 1) == pytest.approx(30)
     assert "structured metadata, but this feature is disallowed" in (await env.shown(dest_id))["delivery"]["last_error"]
@@ -273,9 +148,9 @@ async def test_disallowed_structured_metadata_is_retried_until_the_config_is_fix
     assert (await env.shown(dest_id))["delivery"]["dropped_lines"] == 0
 
 
-async def test_test_endpoint_without_auth(env: Env, receivers: list[LokiReceiver]) -> None:
-    receiver = await make(receivers)  # a Loki on a private network: no secret, no Authorization header
-    created = await env.create(receiver)
+async def test_test_endpoint_without_auth(env: DaemonEnv, started: Started) -> None:
+    receiver = await started(LokiReceiver())  # a Loki on a private network: no secret, no Authorization header
+    created = await create(env, receiver)
     assert created["has_secret"] is False
     status, body = await env.call("POST", f"/v1/log-destinations/{created['id']}/test")
     assert (status, body) == (200, {"ok": True})
@@ -293,8 +168,8 @@ async def test_test_endpoint_without_auth(env: Env, receivers: list[LokiReceiver
     assert receiver.errors == []
 
 
-async def test_the_config_is_checked(env: Env, receivers: list[LokiReceiver]) -> None:
-    receiver = await make(receivers)
+async def test_the_config_is_checked(env: DaemonEnv, started: Started) -> None:
+    receiver = await started(LokiReceiver())
     for config, field in (
         ({"url": "http://10.0.0.1:3100"}, "config.url"),  # not an allowed network
         ({"url": receiver.url + "/?tenant=a"}, "config.url"),

@@ -11,21 +11,17 @@ import json
 import re
 import socket
 import ssl
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 import trustme
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from pydantic import ValidationError
 
-from forwarder.app import Daemon
-from forwarder.clock import FakeClock
 from forwarder.config import config_from_dict
 from forwarder.delivery.netguard import Refused, StaticResolver
 from forwarder.model import LogLine
@@ -48,8 +44,11 @@ from forwarder.sinks.syslog import (
     tls_context,
     water_level,
 )
-from forwarder.store.lines import Identity, encode_doc, splice_id
+from forwarder.store.lines import Identity
+from tests import sinkhelpers
+from tests.daemonenv import DaemonEnv, main_database, operator_config
 from tests.linegen import mixed_lines
+from tests.receivers_base import wait_until
 
 T0_US = 1_700_000_000_123_000
 IDENTITY = Identity(code=1, database_id="main", database_name='shop "eu" \\ [x] ü', host="db-1.example")
@@ -65,7 +64,7 @@ def out_line(line_id: int = 7, identity: Identity = IDENTITY, **overrides: Any) 
         "pid": 4242,
         **overrides,
     }
-    return OutLine(line_id, splice_id(line_id, encode_doc(identity, LogLine(**values))))
+    return sinkhelpers.out_line(LogLine(**values), line_id, identity)
 
 
 # --- a strict RFC 5424 / RFC 5425 reader (used by the receiver below) ------------------------------
@@ -618,6 +617,15 @@ async def read_all(
         receiver.arrived.set()
 
 
+async def read_frames(receiver: SyslogReceiver, reader: asyncio.StreamReader, frames: list[bytes], n: int) -> None:
+    """Read `n` frames (the sender must not end the connection before), then tell a waiting test."""
+    for _ in range(n):
+        data = await read_frame(reader)
+        assert data is not None
+        frames.append(data)
+    receiver.arrived.set()
+
+
 @dataclass
 class SyslogReceiver:
     """A syslog receiver over TLS (or plain TCP) that reads RFC 5425 frames strictly.
@@ -664,10 +672,7 @@ class SyslogReceiver:
         return [m for frames in self.connections for m in frames]
 
     async def wait_for(self, n: int) -> None:
-        async with asyncio.timeout(10):
-            while len(self.messages) < n:
-                self.arrived.clear()
-                await self.arrived.wait()
+        await wait_until(self.arrived, lambda: len(self.messages) >= n, 10)
 
     async def aclose(self) -> None:
         if self._server is not None:
@@ -689,99 +694,32 @@ def server_context(name: str = "syslog.test", client_ca: trustme.CA | None = Non
     return ctx
 
 
-@dataclass
-class Env:
-    daemon: Daemon
-    clock: FakeClock
-    session: aiohttp.ClientSession
-    base: str
-    key: str
-
-    async def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        async with self.session.request(
-            method, self.base + path, json=body, headers={"Authorization": f"Bearer {self.key}"}
-        ) as resp:
-            return resp.status, (await resp.json() if resp.status != 204 else None)
+class Env(DaemonEnv):
+    """The daemon env with syslog destinations to the in-test receiver and the frames stored lines make."""
 
     async def create(self, port: int, expect: int = 201, secret: str | None = None, **config: Any) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "type": "syslog",
-            "name": "syslog",
-            "config": {
-                "host": "syslog.test",
-                "port": port,
-                "ca_certificate_pem": SERVER_CA.cert_pem.bytes().decode(),
-                **config,
-            },
-        }
-        if secret is not None:
-            body["secret"] = secret
-        status, created = await self.call("POST", "/v1/log-destinations", body)
-        assert status == expect, created
-        return created  # type: ignore[no-any-return]
+        defaults = {"host": "syslog.test", "port": port, "ca_certificate_pem": SERVER_CA.cert_pem.bytes().decode()}
+        return await self.create_destination("syslog", defaults | config, secret, expect=expect)
 
-    async def add(self, lines: list[LogLine]) -> None:
-        await self.daemon.store.append(self.daemon.registry.by_id["main"].identity, lines, [], 0)
+    add = DaemonEnv.append  # the name tests/integration/test_syslog_rsyslog.py uses
 
     async def expected(self, ids: range, max_bytes: int = 8192, message_format: str = "text") -> list[bytes]:
         docs = await self.daemon.store.docs_by_ids(list(ids))
         return [syslog_message(OutLine(i, docs[i]), max_bytes, message_format) for i in ids]
 
-    async def delivery(self, dest_id: str) -> dict[str, Any]:
-        _, d = await self.call("GET", f"/v1/log-destinations/{dest_id}")
-        return d["delivery"]  # type: ignore[no-any-return]
 
-    async def until_sent(self, dest_id: str, n: int) -> dict[str, Any]:
-        """The destination's delivery once it counts `n` lines sent (the commit follows the receipt)."""
-        async with asyncio.timeout(10):
-            while (d := await self.delivery(dest_id))["sent_lines"] < n:
-                await asyncio.sleep(0.01)
-        assert d["sent_lines"] == n
-        return d
-
-    async def until_sleeping(self, dest_id: str, attempts: int) -> float:
-        """Wait until the destination failed `attempts` times and sleeps; seconds until it wakes."""
-        delivery = self.daemon.delivery
-        assert delivery is not None
-        async with asyncio.timeout(10):
-            while True:
-                state = delivery.state(dest_id)
-                if state is not None and state.attempts == attempts:
-                    wake = self.clock.next_wake()
-                    if wake is not None:
-                        return wake
-                await asyncio.sleep(0.005)
-
-
-async def start_env(tmp_path: Path, *, database_name: str = 'shop "eu" \\ [x] ü', host: str = "db-1.example") -> Env:
-    """A daemon whose resolver maps syslog.test and other.test to loopback, which the operator allows."""
-    config = config_from_dict(
-        {
-            "server": {"host": "127.0.0.1", "port": 0},
-            "store": {"path": str(tmp_path / "s.db")},
-            "security": {
-                "secrets_key_file": str(tmp_path / "secrets.key"),
-                "allowed_destination_networks": ["127.0.0.0/8"],
-            },
-            "databases": [
-                {"id": "main", "name": database_name, "host": host, "log": {"path": str(tmp_path / "none/*.log")}},
-            ],
-        }
-    )
+async def start_env(tmp_path: Path) -> Env:
+    """A daemon for IDENTITY's database whose resolver maps syslog.test and other.test to loopback."""
+    database = main_database(tmp_path, name=IDENTITY.database_name, host=IDENTITY.host)
     resolver = StaticResolver({"syslog.test": ["127.0.0.1"], "other.test": ["127.0.0.1"]})
-    clock = FakeClock(start=time.time())
-    daemon = Daemon(config, clock=clock, resolver=resolver)
-    await daemon.start()
-    _, key = await daemon.store.create_key("rw", "read-write")
-    return Env(daemon, clock, aiohttp.ClientSession(), f"http://127.0.0.1:{daemon.port}", key)
+    return await Env.launch(config_from_dict(operator_config(tmp_path, databases=[database])), resolver=resolver)
 
 
 @pytest.fixture
 async def env(tmp_path: Path) -> AsyncIterator[Env]:
     e = await start_env(tmp_path)
     yield e
-    await e.session.close()
-    await e.daemon.aclose()
+    await e.aclose()
 
 
 @pytest.fixture
@@ -802,7 +740,7 @@ def numbered(n: int, start: int = 0, size: int = 0) -> list[LogLine]:
 
 async def test_lines_arrive_as_rfc5424_frames_on_one_kept_connection(env: Env, receiver: SyslogReceiver) -> None:
     created = await env.create(receiver.port)
-    await env.add(mixed_lines(1200))
+    await env.append(mixed_lines(1200))
     await receiver.wait_for(1200)
     assert len(receiver.connections) == 1  # three batches, one connection
     assert receiver.messages == await env.expected(range(1, 1201))
@@ -819,21 +757,17 @@ async def test_an_idle_connection_the_receiver_closed_is_not_written_on(env: Env
     async def read_one_batch_then_close_when_idle(
         r: SyslogReceiver, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, frames: list[bytes]
     ) -> None:
-        for _ in range(10):
-            data = await read_frame(reader)
-            assert data is not None
-            frames.append(data)
-        r.arrived.set()
+        await read_frames(r, reader, frames, 10)
         await close_now.wait()
         writer.close()  # close_notify and FIN while the sender is idle
 
     receiver.script = [read_one_batch_then_close_when_idle]
     created = await env.create(receiver.port)
-    await env.add(numbered(10))
+    await env.append(numbered(10))
     await env.until_sent(created["id"], 10)
     close_now.set()
     await asyncio.sleep(0.2)  # the sender's event loop sees the close
-    await env.add(numbered(10, start=10))
+    await env.append(numbered(10, start=10))
     await receiver.wait_for(20)
     assert [len(c) for c in receiver.connections] == [10, 10]
     assert receiver.messages == await env.expected(range(1, 21))
@@ -851,18 +785,14 @@ async def test_a_connection_broken_mid_batch_resends_the_batch_whole(env: Env) -
     async def read_some_then_reset(
         r: SyslogReceiver, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, frames: list[bytes]
     ) -> None:
-        for _ in range(3):
-            data = await read_frame(reader)
-            assert data is not None
-            frames.append(data)
-        r.arrived.set()
+        await read_frames(r, reader, frames, 3)
         # abort() with unread data queued: the kernel answers with RST, the sender's write fails
 
     receiver = SyslogReceiver(server_context(), rcvbuf=4096, script=[read_some_then_reset])
     await receiver.start()
     try:
         created = await env.create(receiver.port)
-        await env.add(numbered(500, size=1700))  # one batch, ~1 MB: more than the receiver buffers
+        await env.append(numbered(500, size=1700))  # one batch, ~1 MB: more than the receiver buffers
         await receiver.wait_for(3)
         assert await env.until_sleeping(created["id"], 1) == pytest.approx(30)
         d = await env.delivery(created["id"])
@@ -893,7 +823,7 @@ async def test_a_certificate_not_valid_for_the_host_is_refused(
     try:
         config = {} if extra_ca else {"ca_certificate_pem": None}
         created = await env.create(receiver.port, **config)
-        await env.add(numbered(5))
+        await env.append(numbered(5))
         assert await env.until_sleeping(created["id"], 1) == pytest.approx(30)
         d = await env.delivery(created["id"])
         assert d["last_error"] == reason and d["sent_lines"] == 0 and d["in_flight_lines"] == 5
@@ -908,7 +838,7 @@ async def test_a_client_certificate_authenticates_the_sender(env: Env) -> None:
     try:
         created = await env.create(receiver.port, secret=CLIENT_KEY_PEM, client_certificate_pem=CLIENT_CERT_PEM)
         assert "secret" not in created and created["has_secret"] is True
-        await env.add(numbered(5))
+        await env.append(numbered(5))
         await receiver.wait_for(5)
         assert receiver.messages == await env.expected(range(1, 6))
         for path in ("/v1/log-destinations", f"/v1/log-destinations/{created['id']}"):
@@ -949,7 +879,7 @@ async def test_a_receiver_that_refuses_the_client_is_a_failure(
         elif client_cert:
             config["client_certificate_pem"] = client_cert
         created = await env.create(receiver.port, secret=secret, **config)
-        await env.add(numbered(3))
+        await env.append(numbered(3))
         assert await env.until_sleeping(created["id"], 1) == pytest.approx(30)
         d = await env.delivery(created["id"])
         assert d["last_error"] == reason and d["sent_lines"] == 0 and d["in_flight_lines"] == 3
@@ -965,7 +895,7 @@ async def test_plain_tcp_to_a_relay(env: Env) -> None:
     await receiver.start()
     try:
         await env.create(receiver.port, tls=False, ca_certificate_pem=None, message_format="json")
-        await env.add(mixed_lines(20))
+        await env.append(mixed_lines(20))
         await receiver.wait_for(20)
         assert receiver.messages == await env.expected(range(1, 21), message_format="json")
     finally:

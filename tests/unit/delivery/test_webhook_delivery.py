@@ -8,112 +8,36 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 
-from forwarder.app import Daemon
-from forwarder.clock import FakeClock
-from forwarder.config import config_from_dict
-from forwarder.model import KINDS, LogLine
+from forwarder.model import KINDS
+from tests.daemonenv import DaemonEnv, main_database, start_daemon_env
 from tests.receivers import WebhookReceiver
+from tests.unit.delivery.conftest import Started
 
+RECEIVER = WebhookReceiver  # started for each test by the `receiver` fixture (conftest.py)
 BACKOFF = [30, 60, 120, 240, 480, 960, 1920, 3600, 3600]
 
 
-@dataclass
-class Env:
-    daemon: Daemon
-    clock: FakeClock
-    session: aiohttp.ClientSession
-    base: str
-    key: str
-    ro_key: str
-    tmp: Path
-
-    async def call(self, method: str, path: str, body: Any = None, key: str | None = None) -> tuple[int, Any]:
-        async with self.session.request(
-            method, self.base + path, json=body, headers={"Authorization": f"Bearer {key or self.key}"}
-        ) as resp:
-            return resp.status, (await resp.json() if resp.status != 204 else None)
-
-    async def add_lines(self, n: int, kind: str = "error", start: int = 0) -> None:
-        ident = self.daemon.registry.by_id["main"].identity
-        now_us = int(self.clock.now() * 1_000_000)
-        lines = [
-            LogLine(time_us=now_us + i, severity="ERROR", kind=kind, message=f"line {start + i}")  # type: ignore[arg-type]
-            for i in range(n)
-        ]
-        await self.daemon.store.append(ident, lines, [], 0)
-
-    async def create(self, receiver: WebhookReceiver, **extra: Any) -> dict[str, Any]:
-        body_in = {"type": "webhook", "name": "hook", "config": {"url": receiver.url}, **extra}
-        status, body = await self.call("POST", "/v1/log-destinations", body_in)
-        assert status == 201, body
-        receiver.secret = body.get("secret") or extra.get("secret", "")
-        return body  # type: ignore[no-any-return]
-
-    async def until_sleeping(self, dest_id: str | None = None, attempts: int | None = None) -> float:
-        """Wait for a sleep on the fake clock (after `attempts` failures, when given); seconds until it ends."""
-        delivery = self.daemon.delivery
-        assert delivery is not None
-        async with asyncio.timeout(10):
-            while True:
-                state = delivery.state(dest_id) if dest_id else None
-                if attempts is None or (state is not None and state.attempts == attempts):
-                    wake = self.clock.next_wake()
-                    if wake is not None:
-                        return wake
-                await asyncio.sleep(0.005)
-
-
-async def start_env(tmp_path: Path, allowed: list[str] | None = None) -> Env:
-    config = config_from_dict(
-        {
-            "server": {"host": "127.0.0.1", "port": 0},
-            "store": {"path": str(tmp_path / "s.db")},
-            "security": {
-                "secrets_key_file": str(tmp_path / "secrets.key"),
-                "allowed_destination_networks": ["127.0.0.0/8"] if allowed is None else allowed,
-            },
-            "databases": [
-                {"id": "main", "name": "main", "host": "db1", "log": {"path": str(tmp_path / "none/*.log")}},
-                {"id": "other", "name": "other", "log": {"path": str(tmp_path / "none2/*.log")}},
-            ],
-        }
-    )
-    clock = FakeClock(start=time.time())  # real epoch: stripe checks the signature's age
-    daemon = Daemon(config, clock=clock)
-    await daemon.start()
-    _, key = await daemon.store.create_key("rw", "read-write")
-    _, ro = await daemon.store.create_key("ro", "read-only")
-    session = aiohttp.ClientSession()
-    return Env(daemon, clock, session, f"http://127.0.0.1:{daemon.port}", key, ro, tmp_path)
-
-
 @pytest.fixture
-async def env(tmp_path: Path) -> AsyncIterator[Env]:
-    e = await start_env(tmp_path)
-    yield e
-    await e.session.close()
-    await e.daemon.aclose()
+def daemon_options(tmp_path: Path) -> dict[str, Any]:
+    """Two databases, for the filter."""
+    other = {"id": "other", "name": "other", "log": {"path": str(tmp_path / "none2/*.log")}}
+    return {"databases": [main_database(tmp_path), other]}
 
 
-@pytest.fixture
-async def receiver() -> AsyncIterator[WebhookReceiver]:
-    r = WebhookReceiver()
-    await r.start()
-    yield r
-    await r.aclose()
+async def create(env: DaemonEnv, receiver: WebhookReceiver, **extra: Any) -> dict[str, Any]:
+    """A webhook to `receiver`, which then checks signatures with its secret (generated or given)."""
+    body = await env.create_destination("webhook", {"url": receiver.url}, name="hook", **extra)
+    receiver.secret = body.get("secret") or extra.get("secret", "")
+    return body
 
 
-async def test_batches_are_signed_and_shaped_as_documented(env: Env, receiver: WebhookReceiver) -> None:
-    created = await env.create(receiver)
+async def test_batches_are_signed_and_shaped_as_documented(env: DaemonEnv, receiver: WebhookReceiver) -> None:
+    created = await create(env, receiver)
     secret = created["secret"]
     assert secret.startswith("whsec_") and len(secret) >= 6 + 43  # 32 random bytes, base64url
     await env.add_lines(1200)
@@ -128,30 +52,30 @@ async def test_batches_are_signed_and_shaped_as_documented(env: Env, receiver: W
     for path in ("/v1/log-destinations", f"/v1/log-destinations/{created['id']}"):
         status, body = await env.call("GET", path)
         assert status == 200 and secret not in str(body)
-    _, shown = await env.call("GET", f"/v1/log-destinations/{created['id']}")
+    shown = await env.shown(created["id"])
     assert shown["has_secret"] is True and "secret" not in shown
     assert shown["delivery"]["sent_lines"] == 1200 and shown["delivery"]["lag_lines"] == 0
     assert shown["delivery"]["last_error"] is None and shown["delivery"]["last_success_at"]
 
 
-async def test_a_given_secret_signs_and_is_echoed_only_on_create(env: Env, receiver: WebhookReceiver) -> None:
-    created = await env.create(receiver, secret="my-own-signing-secret-0123456789")
+async def test_a_given_secret_signs_and_is_echoed_only_on_create(env: DaemonEnv, receiver: WebhookReceiver) -> None:
+    created = await create(env, receiver, secret="my-own-signing-secret-0123456789")
     assert created["secret"] == "my-own-signing-secret-0123456789"
     await env.add_lines(3)
     await receiver.wait_for(1)
     assert receiver.errors == []
 
 
-async def test_retries_follow_the_backoff_with_the_same_batch(env: Env, receiver: WebhookReceiver) -> None:
+async def test_retries_follow_the_backoff_with_the_same_batch(env: DaemonEnv, receiver: WebhookReceiver) -> None:
     receiver.tolerance = None  # the fake clock runs hours ahead; the signature itself is still checked
     receiver.script = [500] * 9
-    created = await env.create(receiver)
+    created = await create(env, receiver)
     await env.add_lines(7)
     await receiver.wait_for(1)
     shown_errors = []
     for attempt, wait in enumerate(BACKOFF, start=1):
         assert await env.until_sleeping(created["id"], attempt) == pytest.approx(wait)
-        _, d = await env.call("GET", f"/v1/log-destinations/{created['id']}")
+        d = await env.shown(created["id"])
         shown_errors.append(d["delivery"]["last_error"])
         assert d["delivery"]["attempts"] == attempt and d["delivery"]["next_attempt_at"]
         env.clock.advance(wait)
@@ -163,14 +87,11 @@ async def test_retries_follow_the_backoff_with_the_same_batch(env: Env, receiver
     assert shown_errors == ["HTTP 500: scripted"] * 9
     assert len({d.body["sent_at"] for d in receiver.deliveries}) == 10  # a fresh attempt each time
     await asyncio.sleep(0)
-    _, d = await env.call("GET", f"/v1/log-destinations/{created['id']}")
-    async with asyncio.timeout(5):
-        while d["delivery"]["attempts"] != 0:
-            _, d = await env.call("GET", f"/v1/log-destinations/{created['id']}")
+    d = await env.until(created["id"], lambda d: d["attempts"] == 0, timeout=5)
     assert d["delivery"]["sent_lines"] == 7 and d["delivery"]["last_error"] == "HTTP 500: scripted"
 
 
-async def test_retry_after_raises_the_wait_never_lowers_it(env: Env, receiver: WebhookReceiver) -> None:
+async def test_retry_after_raises_the_wait_never_lowers_it(env: DaemonEnv, receiver: WebhookReceiver) -> None:
     from aiohttp import web
 
     receiver.tolerance = None
@@ -182,7 +103,7 @@ async def test_retry_after_raises_the_wait_never_lowers_it(env: Env, receiver: W
         return web.Response(status=503, headers={"Retry-After": "5"})
 
     receiver.script = [busy_long, busy_short]
-    created = await env.create(receiver)
+    created = await create(env, receiver)
     await env.add_lines(1)
     await receiver.wait_for(1)
     assert await env.until_sleeping(created["id"], 1) == pytest.approx(100)
@@ -193,7 +114,7 @@ async def test_retry_after_raises_the_wait_never_lowers_it(env: Env, receiver: W
     await receiver.wait_for(3)
 
 
-async def test_a_16_second_response_is_a_timeout(env: Env, receiver: WebhookReceiver) -> None:
+async def test_a_16_second_response_is_a_timeout(env: DaemonEnv, receiver: WebhookReceiver) -> None:
     receiver.tolerance = None
     held = asyncio.Event()
 
@@ -202,55 +123,53 @@ async def test_a_16_second_response_is_a_timeout(env: Env, receiver: WebhookRece
         await asyncio.Event().wait()  # never answers; the sender must give up at 15 s
 
     receiver.script = [hold]
-    created = await env.create(receiver)
+    created = await create(env, receiver)
     await env.add_lines(2)
     await held.wait()
     assert await env.until_sleeping(created["id"], 0) == pytest.approx(15)  # the request's deadline
     env.clock.advance(16)
     assert await env.until_sleeping(created["id"], 1) == pytest.approx(30)
-    _, d = await env.call("GET", f"/v1/log-destinations/{created['id']}")
+    d = await env.shown(created["id"])
     assert d["delivery"]["last_error"] == "no answer: no answer within 15 s"
     env.clock.advance(30)
     await receiver.wait_for(2)
     assert receiver.deliveries[0].delivery_id == receiver.deliveries[1].delivery_id
 
 
-async def test_a_redirect_is_a_failure_and_never_followed(env: Env, receiver: WebhookReceiver) -> None:
+async def test_a_redirect_is_a_failure_and_never_followed(env: DaemonEnv, receiver: WebhookReceiver) -> None:
     receiver.tolerance = None
     receiver.script = [302]
-    created = await env.create(receiver)
+    created = await create(env, receiver)
     await env.add_lines(1)
     await receiver.wait_for(1)
     assert await env.until_sleeping(created["id"], 1) == pytest.approx(30)
-    _, d = await env.call("GET", f"/v1/log-destinations/{created['id']}")
+    d = await env.shown(created["id"])
     assert d["delivery"]["last_error"] == "HTTP 302: redirects are not followed"
     assert receiver.other_paths == []  # /target was never requested
 
 
-async def test_a_down_receiver_does_not_delay_another(env: Env, receiver: WebhookReceiver) -> None:
-    hanging = WebhookReceiver()
-    await hanging.start()
+async def test_a_down_receiver_does_not_delay_another(
+    env: DaemonEnv, receiver: WebhookReceiver, started: Started
+) -> None:
+    hanging = await started(WebhookReceiver())
 
     async def hold() -> None:
         await asyncio.Event().wait()
 
     hanging.script = [hold] * 100
-    try:
-        await env.create(hanging)
-        await env.create(receiver)
-        for batch in range(5):
-            await env.add_lines(100, start=batch * 100)
-        await receiver.wait_for(1)
-        async with asyncio.timeout(10):
-            while sum(len(d.ids) for d in receiver.deliveries) < 500:
-                await receiver.wait_for(len(receiver.deliveries) + 1)
-        assert len(hanging.deliveries) == 1  # still waiting on its first request; the clock never moved
-    finally:
-        await hanging.aclose()
+    await create(env, hanging)
+    await create(env, receiver)
+    for batch in range(5):
+        await env.add_lines(100, start=batch * 100)
+    await receiver.wait_for(1)
+    async with asyncio.timeout(10):
+        while sum(len(d.ids) for d in receiver.deliveries) < 500:
+            await receiver.wait_for(len(receiver.deliveries) + 1)
+    assert len(hanging.deliveries) == 1  # still waiting on its first request; the clock never moved
 
 
-async def test_the_filter_picks_kinds_and_databases(env: Env, receiver: WebhookReceiver) -> None:
-    await env.create(receiver, filter={"kinds": ["locks"], "database_ids": ["main"]})
+async def test_the_filter_picks_kinds_and_databases(env: DaemonEnv, receiver: WebhookReceiver) -> None:
+    await create(env, receiver, filter={"kinds": ["locks"], "database_ids": ["main"]})
     for kind in KINDS:
         await env.add_lines(2, kind=kind)
     await receiver.wait_for_lines(4)
@@ -258,17 +177,18 @@ async def test_the_filter_picks_kinds_and_databases(env: Env, receiver: WebhookR
     assert kinds == {"lock_wait", "deadlock"}
 
 
-async def test_backoff_and_the_batch_survive_a_restart(tmp_path: Path, receiver: WebhookReceiver) -> None:
+async def test_backoff_and_the_batch_survive_a_restart(
+    tmp_path: Path, daemon_options: dict[str, Any], receiver: WebhookReceiver
+) -> None:
     receiver.tolerance = None
     receiver.script = [503]
-    e = await start_env(tmp_path)
-    created = await e.create(receiver)
+    e = await start_daemon_env(tmp_path, **daemon_options)
+    created = await create(e, receiver)
     await e.add_lines(5)
     await receiver.wait_for(1)
     assert await e.until_sleeping(created["id"], 1) == pytest.approx(30)
-    await e.session.close()
-    await e.daemon.aclose()
-    e2 = await start_env(tmp_path)
+    await e.aclose()
+    e2 = await start_daemon_env(tmp_path, **daemon_options)
     try:
         e2.clock._now = e.clock.now()  # the same moment, after the restart
         assert await e2.until_sleeping(created["id"], 1) == pytest.approx(30, abs=1)
@@ -276,15 +196,14 @@ async def test_backoff_and_the_batch_survive_a_restart(tmp_path: Path, receiver:
         await receiver.wait_for(2)
         first, second = receiver.deliveries
         assert first.delivery_id == second.delivery_id and first.ids == second.ids
-        _, d = await e2.call("GET", f"/v1/log-destinations/{created['id']}")
+        d = await e2.shown(created["id"])
         assert d["delivery"]["last_error"] == "HTTP 503: scripted"
     finally:
-        await e2.session.close()
-        await e2.daemon.aclose()
+        await e2.aclose()
 
 
-async def test_test_endpoint_sends_one_marked_line(env: Env, receiver: WebhookReceiver) -> None:
-    created = await env.create(receiver)
+async def test_test_endpoint_sends_one_marked_line(env: DaemonEnv, receiver: WebhookReceiver) -> None:
+    created = await create(env, receiver)
     status, body = await env.call("POST", f"/v1/log-destinations/{created['id']}/test")
     assert (status, body) == (200, {"ok": True})
     [d] = receiver.deliveries
@@ -295,10 +214,10 @@ async def test_test_endpoint_sends_one_marked_line(env: Env, receiver: WebhookRe
     assert (status, body) == (200, {"ok": False, "error": "HTTP 500: scripted"})
 
 
-async def test_lines_passed_by_retention_are_counted_as_dropped(env: Env, receiver: WebhookReceiver) -> None:
+async def test_lines_passed_by_retention_are_counted_as_dropped(env: DaemonEnv, receiver: WebhookReceiver) -> None:
     receiver.tolerance = None
     receiver.script = [500] * 100
-    created = await env.create(receiver)
+    created = await create(env, receiver)
     await env.add_lines(3)  # the first batch: in flight, failing
     await receiver.wait_for(1)
     await env.add_lines(4)  # behind it, never sent
@@ -306,27 +225,20 @@ async def test_lines_passed_by_retention_are_counted_as_dropped(env: Env, receiv
     env.clock._now += 8 * 86400  # the wall clock moves past retention_days = 7 while the loop sleeps
     assert await env.daemon.store.retention_once() == 7
     env.clock.advance(30)  # the retry finds its batch gone
-    async with asyncio.timeout(10):
-        while True:
-            _, d = await env.call("GET", f"/v1/log-destinations/{created['id']}")
-            if d["delivery"]["in_flight_lines"] == 0 and d["delivery"]["dropped_lines"] == 7:
-                break
-            await asyncio.sleep(0.01)
+    await env.until(created["id"], lambda d: d["in_flight_lines"] == 0 and d["dropped_lines"] == 7)
     assert len(receiver.deliveries) == 1  # nothing left to retry
-    async with env.session.get(env.base + "/metrics") as resp:
-        text = await resp.text()
+    text = await env.metrics()
     dest_id = created["id"]
     labels = f'destination_id="{dest_id}",reason="retention",type="webhook"'
     series = f"forwarder_destination_lines_dropped_total{{{labels}}}"
     assert f"{series} 7.0" in text
 
 
-async def test_metrics_count_sent_lines_and_never_show_secrets(env: Env, receiver: WebhookReceiver) -> None:
-    created = await env.create(receiver)
+async def test_metrics_count_sent_lines_and_never_show_secrets(env: DaemonEnv, receiver: WebhookReceiver) -> None:
+    created = await create(env, receiver)
     await env.add_lines(10)
     await receiver.wait_for(1)
-    async with env.session.get(env.base + "/metrics") as resp:
-        text = await resp.text()
+    text = await env.metrics()
     assert f'forwarder_destination_lines_sent_total{{destination_id="{created["id"]}",type="webhook"}} 10.0' in text
     assert "forwarder_destination_request_duration_seconds_bucket" in text
     assert created["secret"] not in text
