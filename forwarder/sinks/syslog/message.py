@@ -1,0 +1,165 @@
+"""One line as an RFC 5424 SYSLOG-MSG, framed by octet counting (RFC 5425 section 4.3); pure."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+import orjson
+
+from forwarder.sinks._encode import cut_text, cut_utf8, level, line_text
+from forwarder.sinks.base import OutLine
+
+FACILITY_LOCAL0: Final = 16  # RFC 5424 section 6.2.1, table 1
+# RFC 5424 table 2 codes for the shared level names (_encode.LEVELS), so a line has the same level
+# in every destination. PostgreSQL's own syslog output (elog.c, send_message_to_server_log) maps
+# one step lower: WARNING -> notice, ERROR -> warning, FATAL -> err, PANIC -> crit; it treats an
+# ERROR as a routine query failure. Here ERROR is err(3) and FATAL and PANIC are crit(2), so
+# "err and worse" filters on receivers catch failed statements and crashes.
+SEVERITY_CODES: Final[Mapping[str, int]] = {
+    "critical": 2,
+    "error": 3,
+    "warning": 4,
+    "notice": 5,
+    "info": 6,
+    "debug": 7,
+}
+APP_NAME: Final = "postgresql"
+SD_ID: Final = "service@32473"  # SPEC 9: private enterprise number 32473 (RFC 5424 section 6.3.2)
+LINE_SD_ID: Final = "line@32473"
+# SPEC 2.1 fields in neither the header (time, host, pid, kind), SPEC's element (database_name,
+# kind, sqlstate) nor the text MSG (severity, message, detail, hint, context, statement).
+LINE_SD_KEYS: Final = ("id", "database_id", "user", "database", "application", "client", "duration_ms", "redacted")
+NILVALUE: Final = "-"
+# RFC 5424 section 6: HOSTNAME 1*255, APP-NAME 1*48, PROCID 1*128, MSGID 1*32 PRINTUSASCII.
+HOSTNAME_CHARS: Final = 255
+PROCID_CHARS: Final = 128
+MSGID_CHARS: Final = 32
+# Not an RFC limit: keeps the header small enough that MSG always has room within 2048 bytes.
+SD_VALUE_BYTES: Final = 255
+TEXT_KEYS: Final = ("message", "detail", "hint", "context", "statement")
+_MARKER: Final = "..."
+
+_NOT_PRINTUSASCII = re.compile(r"[^\x21-\x7e]")
+# RFC 5424 section 6.3.3: '"', '\' and ']' MUST be escaped inside PARAM-VALUE.
+_SD_ESCAPE = str.maketrans({'"': '\\"', "\\": "\\\\", "]": "\\]"})
+# RFC 5424 section 6.2.3 (RFC 3339 with the restrictions listed there): upper-case T and Z, at most
+# six digits of fraction.
+_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})")
+
+
+def priority(severity: str | None) -> int:
+    """PRI: facility local0 * 8 + the RFC 5424 severity of a PostgreSQL severity (section 6.2.1)."""
+    return FACILITY_LOCAL0 * 8 + SEVERITY_CODES[level(severity)]
+
+
+def timestamp(time_text: Any) -> str:
+    """The line's time as stored (RFC 3339 UTC, PostgreSQL's milliseconds), or NILVALUE if it is not one."""
+    if isinstance(time_text, str) and _TIMESTAMP.fullmatch(time_text):
+        return time_text
+    return NILVALUE
+
+
+def header_field(value: Any, max_chars: int) -> str:
+    """A header field in PRINTUSASCII (33..126; anything else becomes '_'), cut, or NILVALUE when empty."""
+    text = "" if value is None else str(value)
+    return _NOT_PRINTUSASCII.sub("_", text)[:max_chars] or NILVALUE
+
+
+def sd_value(value: Any) -> str:
+    """A PARAM-VALUE: UTF-8, cut to SD_VALUE_BYTES (never inside a character), then escaped."""
+    return cut_text("" if value is None else str(value), SD_VALUE_BYTES).translate(_SD_ESCAPE)
+
+
+def structured_data(fields: Mapping[str, Any]) -> str:
+    """`[service@32473 database=".." kind=".." sqlstate=".."][line@32473 id=".." ...]`.
+
+    The first element is SPEC 6.2's, exactly; sqlstate is left out when the line has none. The
+    second carries the SPEC 2.1 fields that neither the header nor the text MSG holds (SPEC 6.2:
+    every destination receives every field), above all `id`, by which receivers drop duplicates;
+    null values are left out. Booleans and numbers are written as in JSON.
+    """
+    params = [f'database="{sd_value(fields.get("database_name"))}"', f'kind="{sd_value(fields.get("kind"))}"']
+    if fields.get("sqlstate"):
+        params.append(f'sqlstate="{sd_value(fields["sqlstate"])}"')
+    more = [f'{key}="{sd_value(_sd_text(fields[key]))}"' for key in LINE_SD_KEYS if fields.get(key) is not None]
+    line_element = f"[{LINE_SD_ID} {' '.join(more)}]" if more else ""
+    return f"[{SD_ID} {' '.join(params)}]{line_element}"
+
+
+def _sd_text(value: Any) -> str:
+    return "true" if value is True else "false" if value is False else str(value)
+
+
+def header(fields: Mapping[str, Any]) -> str:
+    """HEADER SP STRUCTURED-DATA of RFC 5424 section 6 for a line's SPEC 2.1 fields."""
+    return " ".join(
+        (
+            f"<{priority(fields.get('severity'))}>1",
+            timestamp(fields.get("time")),
+            header_field(fields.get("host"), HOSTNAME_CHARS),
+            APP_NAME,
+            header_field(fields.get("pid"), PROCID_CHARS),
+            header_field(fields.get("kind"), MSGID_CHARS),
+            structured_data(fields),
+        )
+    )
+
+
+def water_level(sizes: list[int], need: int) -> int:
+    """The largest cap that frees `need` bytes when every size above it is cut down to it."""
+    ordered = sorted(sizes, reverse=True)
+    total = 0
+    for j, size in enumerate(ordered, 1):
+        total += size
+        cap = (total - need) // j
+        if cap >= (ordered[j] if j < len(ordered) else 0):
+            return max(0, cap)
+    return 0
+
+
+def fit_json(fields: Mapping[str, Any], max_bytes: int) -> bytes:
+    """The line's JSON in at most `max_bytes`; it stays JSON: its long texts are cut, ending in "...".
+
+    The longest texts give way first, down to a common length, so a huge statement does not take
+    all of the message's room (nor the other way round).
+    """
+    data = orjson.dumps(fields)
+    cut = dict(fields)
+    for _ in range(8):  # the first round nearly always fits; escapes can make it a little short
+        if len(data) <= max_bytes:
+            return data
+        texts = {k: str(cut.get(k) or "") for k in TEXT_KEYS}
+        room = {k: len(orjson.dumps(t)) - 2 for k, t in texts.items()}  # escapes included
+        cap = water_level(list(room.values()), len(data) - max_bytes)
+        for key, text in texts.items():
+            if room[key] > cap and len(text.encode()) > len(_MARKER):
+                size = len(text.encode())
+                keep = max(0, cap - len(_MARKER)) * size // room[key]  # escapes scale with the text
+                cut[key] = cut_text(text, max(len(_MARKER), min(size - 1, keep)))
+        data = orjson.dumps(cut)
+    # Not reached for a stored line (its other fields are small): better cut JSON than none.
+    return data if len(data) <= max_bytes else cut_utf8(data, max_bytes)
+
+
+def syslog_message(line: OutLine, max_bytes: int, message_format: str = "text") -> bytes:
+    """One SYSLOG-MSG of at most `max_bytes`: the header whole, MSG cut to fit (never inside a character).
+
+    MSG is MSG-ANY without a BOM (RFC 5424 section 6.4 allows it): rsyslog keeps a BOM as the first
+    character of the message text, where it would break searches; receivers read MSG as UTF-8 anyway.
+    """
+    fields = line.fields()
+    head = header(fields).encode()
+    budget = max_bytes - len(head) - 1  # SP before MSG
+    if message_format == "json":
+        msg = line.doc if len(line.doc) <= budget else fit_json(fields, budget)
+    else:
+        msg = cut_text(line_text(fields), budget, _MARKER).encode()
+    # RFC 5424 section 6: SYSLOG-MSG = HEADER SP STRUCTURED-DATA [SP MSG]
+    return head + b" " + msg if msg else head
+
+
+def frame(message: bytes) -> bytes:
+    """Octet-counting framing, RFC 5425 section 4.3: MSG-LEN SP SYSLOG-MSG (no trailer)."""
+    return b"%d %s" % (len(message), message)
