@@ -24,7 +24,7 @@ from urllib.parse import urlencode, urlsplit
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from forwarder.sinks._encode import cut_text, level, pack
+from forwarder.sinks._encode import TEXT_KEYS, cut_text, level, pack
 from forwarder.sinks._http import classify_status, error_outcome
 from forwarder.sinks.base import DELIVERED, BatchLimits, HttpClient, Outcome, OutcomeStatus, OutLine, Request, Response
 
@@ -49,7 +49,7 @@ RESPONSE_ITEM_BYTES: Final = 1024
 REASON_BYTES: Final = 200
 
 # Text fields cut (largest first) when one document alone is over the request limit.
-CUT_FIELDS: Final = ("message", "statement", "detail", "context", "hint")
+CUT_FIELDS: Final = TEXT_KEYS
 MIN_CUT_BYTES: Final = 64
 
 # Index names ("Create index API", path parameters): lowercase only; none of \ / * ? " < > | space

@@ -27,8 +27,8 @@ from typing import Any, ClassVar, Final
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from forwarder.model import parse_time
-from forwarder.sinks._encode import cut_text, level, line_text
+from forwarder.model import SPEC_FIELDS, parse_time
+from forwarder.sinks._encode import TEXT_KEYS, cut_text, level, line_text
 from forwarder.sinks._http import classify_status, error_outcome
 from forwarder.sinks.base import DELIVERED, BatchLimits, HttpClient, Outcome, OutLine, Request, Response
 
@@ -64,18 +64,8 @@ _MARKER_BYTES: Final = 3  # cut_text's "..."
 
 # The SPEC 2.1 fields a label or the line text does not carry exactly, in SPEC order. `time` is the
 # entry's timestamp; host, database_name and kind are labels; the texts are the line.
-METADATA_FIELDS: Final = (
-    "id",
-    "database_id",
-    "severity",
-    "sqlstate",
-    "user",
-    "database",
-    "application",
-    "client",
-    "pid",
-    "duration_ms",
-    "redacted",
+METADATA_FIELDS: Final = tuple(
+    f for f in SPEC_FIELDS if f not in ("time", "host", "database_name", "kind") and f not in TEXT_KEYS
 )
 
 # Loki's multi-tenancy docs ("Manage tenant isolation", Restrictions): at most 150 bytes of these.

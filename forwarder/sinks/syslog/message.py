@@ -8,7 +8,7 @@ from typing import Any, Final
 
 import orjson
 
-from forwarder.sinks._encode import cut_text, cut_utf8, level, line_text
+from forwarder.sinks._encode import TEXT_KEYS, cut_text, cut_utf8, level, line_text
 from forwarder.sinks.base import OutLine
 
 FACILITY_LOCAL0: Final = 16  # RFC 5424 section 6.2.1, table 1
@@ -38,7 +38,6 @@ PROCID_CHARS: Final = 128
 MSGID_CHARS: Final = 32
 # Not an RFC limit: keeps the header small enough that MSG always has room within 2048 bytes.
 SD_VALUE_BYTES: Final = 255
-TEXT_KEYS: Final = ("message", "detail", "hint", "context", "statement")
 _MARKER: Final = "..."
 
 _NOT_PRINTUSASCII = re.compile(r"[^\x21-\x7e]")
