@@ -193,6 +193,9 @@ class DeliveryManager:
             line_filter = LineFilter(
                 tuple(dict.fromkeys(dc.filter.kinds)), tuple(dict.fromkeys(dc.filter.database_ids))
             )
+            if old is not None and old.type != dc.type:  # another kind under the same id: a new destination
+                await self._remove_stored(old)
+                old = None
             if old is None:
                 dest = Destination(
                     id=dc.id,
@@ -211,19 +214,13 @@ class DeliveryManager:
                 await self.apply(dc.id)
                 continue
             same = (
-                old.type == dc.type
-                and old.name == dc.display_name()
+                old.name == dc.display_name()
                 and old.enabled == dc.enabled
                 and old.config == config
                 and old.filter == line_filter
                 and self.open_secret(old) == secret
             )
             if same:
-                continue
-            if old.type != dc.type:  # another kind under the same id: a new destination
-                await self._remove_stored(old)
-                stored.pop(dc.id)
-                await self.sync_config([dc])
                 continue
             sealed = self.seal_secret(secret, dc.id) if secret is not None else None
             changed = replace(
@@ -240,7 +237,7 @@ class DeliveryManager:
             await self.apply(dc.id)
         keep = {dc.id for dc in declared}
         for dest in stored.values():
-            if dest.managed_by == "config" and dest.id not in keep:
+            if dest.managed_by == "config" and dest.id not in keep:  # (a replaced kind was removed above)
                 await self._remove_stored(dest)
                 log.info("destination removed from the config", extra={"destination_id": dest.id})
 

@@ -326,3 +326,16 @@ def test_a_listener_that_stops_reading_never_blocks_the_daemon(tmp_path: Path, l
     sender.join(10)
     assert not sender.is_alive(), "notify blocked on a full socket"
     assert listener.recv(100) == b"WATCHDOG=1"
+
+
+async def test_reload_that_changes_a_destinations_kind_replaces_only_that_one(env: Env) -> None:
+    env.write(env.hook() + env.hook("second"))
+    daemon = await env.start()
+    assert daemon.delivery is not None
+    first_task = daemon.delivery._running["hook"][1]
+    loki = '[[destinations]]\nid = "second"\ntype = "loki"\n[destinations.config]\nurl = "http://127.0.0.1:9/"\n'
+    env.write(env.hook() + loki)
+    assert await daemon.reload() is True
+    listed = {d["id"]: d["type"] for d in (await env.call("GET", "/v1/log-destinations"))[1]["destinations"]}
+    assert listed == {"hook": "webhook", "second": "loki"}
+    assert daemon.delivery._running["hook"][1] is first_task  # the other one was not touched
