@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
 import orjson
@@ -53,10 +53,10 @@ class Request:
     """One request (or one write, for stream kinds) carrying `line_ids`."""
 
     line_ids: tuple[int, ...]
-    body: bytes
+    body: bytes = field(repr=False)  # up to megabytes
     method: str = "POST"
     url: str = ""
-    headers: tuple[tuple[str, str], ...] = ()
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # may carry a credential
     success_body_bytes: int = 0  # how much of a 2xx answer's body the sink's classify reads (bulk items)
 
 

@@ -256,3 +256,10 @@ def test_classify_errors_keep_the_data(error: BaseException, failure: str, reaso
     outcome = classified(sink(), None, error, lines=1)
     assert (outcome.status, outcome.failure, outcome.reason) == ("retry", failure, reason)
     assert KEY not in outcome.reason
+
+
+def test_neither_the_sink_nor_its_requests_show_the_key() -> None:
+    s = sink()
+    [request] = s.encode(out_lines(mixed_lines(3, 1)), "dlv_x", 0)
+    assert ("DD-API-KEY", KEY) in request.headers  # it is sent...
+    assert KEY not in repr(request) and KEY not in repr(s) and KEY not in str(request)  # ...never shown
