@@ -123,3 +123,13 @@ def fit_json(
 def json_array(items: Sequence[bytes]) -> bytes:
     """Encoded JSON values as one JSON array."""
     return b"[" + b",".join(items) + b"]"
+
+
+def json_arrays(
+    encoded: Sequence[tuple[int, bytes]], max_items: int, max_bytes: int
+) -> list[tuple[tuple[int, ...], bytes]]:
+    """(line id, encoded item) pairs packed into JSON array bodies of at most `max_items` items and
+    `max_bytes` bytes (brackets and commas counted); each body with the ids it carries, in order."""
+    # Each item costs its bytes and a separator; "[" and "]" come out of the limit.
+    groups = pack([(pair, len(pair[1])) for pair in encoded], max_items, max_bytes - 1, per_item=1)
+    return [(tuple(line_id for line_id, _ in group), json_array([data for _, data in group])) for group in groups]

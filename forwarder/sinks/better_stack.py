@@ -16,7 +16,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from forwarder.model import parse_time
-from forwarder.sinks._encode import fit_json, json_array, level, pack
+from forwarder.sinks._encode import fit_json, json_arrays, level
 from forwarder.sinks._http import classify_status, error_outcome
 from forwarder.sinks.base import BatchLimits, HttpClient, Outcome, OutLine, Request, Response
 
@@ -110,9 +110,6 @@ def encode_event(doc: bytes, fields: Mapping[str, Any], max_bytes: int = MAX_ITE
     return fit_json(fields, lambda cut: orjson.dumps({**cut, **extra_fields(cut)}), max_bytes)
 
 
-encode_body = json_array
-
-
 # --- send and classify ----------------------------------------------------------------------------
 
 
@@ -130,22 +127,13 @@ class BetterStackSink:
 
     def encode(self, lines: Sequence[OutLine], delivery_id: str, now: float) -> list[Request]:
         encoded = [(line.id, encode_event(line.doc, line.fields())) for line in lines]
-        items = [(pair, len(pair[1])) for pair in encoded]
-        # Each event costs its bytes and a separator; "[" and "]" come out of the limit.
-        groups = pack(items, MAX_ITEMS, MAX_BODY_BYTES - 1, per_item=1)
         headers = (
             ("Content-Type", "application/json"),
             ("Authorization", f"Bearer {self._token}"),
         )
         return [
-            Request(
-                tuple(line_id for line_id, _ in group),
-                encode_body([data for _, data in group]),
-                "POST",
-                self.config.endpoint,
-                headers,
-            )
-            for group in groups
+            Request(ids, body, "POST", self.config.endpoint, headers)
+            for ids, body in json_arrays(encoded, MAX_ITEMS, MAX_BODY_BYTES)
         ]
 
     async def send(self, request: Request) -> Response:

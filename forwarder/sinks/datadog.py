@@ -18,7 +18,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from forwarder.model import parse_time
-from forwarder.sinks._encode import fit_json, json_array, level, line_text, pack
+from forwarder.sinks._encode import fit_json, json_arrays, level, line_text
 from forwarder.sinks._http import classify_status, error_outcome
 from forwarder.sinks.base import BatchLimits, HttpClient, Outcome, OutLine, Request, Response
 
@@ -128,9 +128,6 @@ def encode_item(fields: Mapping[str, Any], max_bytes: int = MAX_ITEM_BYTES) -> b
     return fit_json(fields, lambda cut: orjson.dumps(log_item(cut)), max_bytes, copies=2)
 
 
-encode_body = json_array  # the JSON array of encoded logs, before compression
-
-
 # --- send and classify ----------------------------------------------------------------------------
 
 
@@ -148,9 +145,6 @@ class DatadogSink:
 
     def encode(self, lines: Sequence[OutLine], delivery_id: str, now: float) -> list[Request]:
         encoded = [(line.id, encode_item(line.fields())) for line in lines]
-        items = [(pair, len(pair[1])) for pair in encoded]
-        # Each item costs its bytes and a separator; "[" and "]" come out of the limit.
-        groups = pack(items, MAX_ITEMS, MAX_BODY_BYTES - 1, per_item=1)
         headers = (
             ("Content-Type", "application/json"),
             ("Content-Encoding", "gzip"),  # "Send logs": Datadog recommends sending logs compressed
@@ -158,13 +152,9 @@ class DatadogSink:
         )
         return [
             Request(
-                tuple(line_id for line_id, _ in group),
-                gzip.compress(encode_body([data for _, data in group]), compresslevel=GZIP_LEVEL, mtime=0),
-                "POST",
-                self.config.intake_url,
-                headers,
+                ids, gzip.compress(body, compresslevel=GZIP_LEVEL, mtime=0), "POST", self.config.intake_url, headers
             )
-            for group in groups
+            for ids, body in json_arrays(encoded, MAX_ITEMS, MAX_BODY_BYTES)
         ]
 
     async def send(self, request: Request) -> Response:
