@@ -13,7 +13,7 @@ from forwarder.api.context import CONTEXT, ApiContext, Destinations
 from forwarder.api.errors import ApiError, bad_body, json_response
 from forwarder.api.logs import read_json_object, validation_error
 from forwarder.model import KINDS, expand_kinds, format_time
-from forwarder.sinks import SINK_TYPES, sink_address
+from forwarder.sinks import SINK_TYPES, sink_address, validated_config
 from forwarder.store.destinations import DeliveryState, Destination, LineFilter
 
 routes = web.RouteTableDef()
@@ -106,10 +106,9 @@ async def _body(request: web.Request, model: type[BaseModel]) -> Any:
 
 def _config(kind: str, config: dict[str, Any]) -> dict[str, Any]:
     try:
-        model = SINK_TYPES[kind].config.model_validate(config)
+        return validated_config(kind, config)
     except ValidationError as exc:
         raise validation_error(exc, within="config") from None
-    return model.model_dump(mode="json", exclude_none=True)
 
 
 def _filter(ctx: ApiContext, body: FilterBody) -> LineFilter:
@@ -121,7 +120,7 @@ def _filter(ctx: ApiContext, body: FilterBody) -> LineFilter:
     for db_id in body.database_ids:
         if db_id not in known:
             raise bad_body("filter.database_ids", f"no database with id {db_id!r}")
-    return LineFilter(tuple(dict.fromkeys(body.kinds)), tuple(dict.fromkeys(body.database_ids)))
+    return LineFilter.of(body.kinds, body.database_ids)
 
 
 async def _check_address(control: Destinations, kind: str, config: dict[str, Any]) -> None:

@@ -29,7 +29,7 @@ from forwarder.delivery.netguard import (
 )
 from forwarder.model import LogLine
 from forwarder.secrets import SecretBox
-from forwarder.sinks import SINK_TYPES, build_sink
+from forwarder.sinks import build_sink, validated_config
 from forwarder.sinks._http import HttpSender
 from forwarder.sinks.base import Address, Outcome, OutLine, Sink, SinkEnv
 from forwarder.store import Store
@@ -189,10 +189,8 @@ class DeliveryManager:
                 )
                 continue
             secret = dc.read_secret()
-            config = SINK_TYPES[dc.type].config.model_validate(dc.config).model_dump(mode="json", exclude_none=True)
-            line_filter = LineFilter(
-                tuple(dict.fromkeys(dc.filter.kinds)), tuple(dict.fromkeys(dc.filter.database_ids))
-            )
+            config = validated_config(dc.type, dc.config)
+            line_filter = LineFilter.of(dc.filter.kinds, dc.filter.database_ids)
             if old is not None and old.type != dc.type:  # another kind under the same id: a new destination
                 await self._remove_stored(old)
                 old = None

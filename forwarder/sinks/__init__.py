@@ -109,6 +109,11 @@ SINK_TYPES: dict[str, SinkType] = {
 }
 
 
+def validated_config(kind: str, config: dict[str, Any]) -> dict[str, Any]:
+    """`config` checked against its kind's model and normalized as it is stored; raises ValidationError."""
+    return SINK_TYPES[kind].config.model_validate(config).model_dump(mode="json", exclude_none=True)
+
+
 def build_sink(kind: str, config: dict[str, Any], secret: str | None, env: SinkEnv) -> Sink:
     """A ready sink of `kind` from a stored (already validated) config."""
     t = SINK_TYPES[kind]

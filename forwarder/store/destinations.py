@@ -32,6 +32,11 @@ class LineFilter:
     kinds: tuple[str, ...] = ()
     database_ids: tuple[str, ...] = ()
 
+    @classmethod
+    def of(cls, kinds: Sequence[str], database_ids: Sequence[str]) -> LineFilter:
+        """A filter from lists as given (API body, config file), repeats dropped, order kept."""
+        return cls(tuple(dict.fromkeys(kinds)), tuple(dict.fromkeys(database_ids)))
+
     def to_json(self) -> dict[str, list[str]]:
         return {"kinds": list(self.kinds), "database_ids": list(self.database_ids)}
 
