@@ -72,6 +72,15 @@ def hang(held: asyncio.Event | None = None) -> Behaviour:
     return answer
 
 
+def hold(seconds: float) -> Behaviour:
+    """A behaviour: answer as unscripted (200), but only after `seconds`, as a slow receiver would."""
+
+    async def answer(*_: Any) -> None:
+        await asyncio.sleep(seconds)
+
+    return answer
+
+
 async def wait_until(arrived: asyncio.Event, done: Callable[[], bool], timeout: float) -> None:
     """Until `done()` holds, looked at again each time `arrived` is set (the sender is another task)."""
     async with asyncio.timeout(timeout):

@@ -13,13 +13,12 @@ kill moment, from a seeded RNG), SIGKILLs the daemon and restarts it. Afterwards
 
 from __future__ import annotations
 
-import asyncio
 import os
 import random
 import signal
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ import pytest
 from tests.daemonproc import DaemonProcess, LoopThread
 from tests.integration.test_rotation import PREFIX, Writer
 from tests.receivers import WebhookReceiver
+from tests.receivers_base import hold
 
 ROUNDS = 24
 BATCH = 500  # SPEC 8: lines per webhook batch
@@ -44,15 +44,6 @@ def receiver() -> Iterator[tuple[WebhookReceiver, LoopThread]]:
     finally:
         thread.run(recv.aclose())
         thread.close()
-
-
-def hold(seconds: float) -> Callable[[], Coroutine[Any, Any, None]]:
-    """A receiver behaviour: answer 200 after `seconds`."""
-
-    async def behaviour() -> None:
-        await asyncio.sleep(seconds)
-
-    return behaviour
 
 
 def entry_number(entry: dict[str, Any]) -> int:

@@ -8,7 +8,6 @@ Destinations are declared in the config file, so a SIGHUP can add one.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import signal
@@ -17,15 +16,15 @@ import subprocess
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.daemonproc import DaemonProcess, LoopThread
 from tests.integration.test_rotation import PREFIX, Writer
 from tests.receivers import WebhookReceiver
+from tests.receivers_base import hold
 
 SECRET_A = "whsec_lifecycle_test_secret_a_0123456789"
 SECRET_B = "whsec_lifecycle_test_secret_b_0123456789"
@@ -72,13 +71,6 @@ def webhook_toml(dest_id: str, url: str, secret_env: str) -> str:
         f'[[destinations]]\nid = "{dest_id}"\ntype = "webhook"\nsecret_env = "{secret_env}"\n'
         f'[destinations.config]\nurl = "{url}"\n'
     )
-
-
-def hold(seconds: float) -> Callable[[], Coroutine[Any, Any, None]]:
-    async def behaviour() -> None:
-        await asyncio.sleep(seconds)
-
-    return behaviour
 
 
 def numbers(recv: WebhookReceiver) -> Counter[int]:
