@@ -102,8 +102,9 @@ class Deliverer:
         self._lag_at = -1e18
         self.stopping = False  # set by a graceful stop: no new batch is started
         self.sending = False  # an attempt is in flight
-        metrics.CONSECUTIVE_FAILURES.labels(*self._labels).set(state.attempts)
-        metrics.LAST_SUCCESS.labels(*self._labels).set(state.last_success_at or 0)
+        self._failures_gauge = metrics.CONSECUTIVE_FAILURES.labels(*self._labels)
+        self._success_gauge = metrics.LAST_SUCCESS.labels(*self._labels)
+        self._publish(state)
 
     async def run(self) -> None:
         """Deliver until cancelled, or until `stopping` is set (checked between batches)."""
@@ -221,8 +222,12 @@ class Deliverer:
         dropped = state.dropped_lines - self.state.dropped_lines
         await self._store.save_delivery_state(self.dest.id, state, sent, dropped)
         self.state = state
-        metrics.CONSECUTIVE_FAILURES.labels(*self._labels).set(state.attempts)
-        metrics.LAST_SUCCESS.labels(*self._labels).set(state.last_success_at or 0)
+        self._publish(state)
+
+    def _publish(self, state: DeliveryState) -> None:
+        """The destination's health gauges, from the state just persisted."""
+        self._failures_gauge.set(state.attempts)
+        self._success_gauge.set(state.last_success_at or 0)
 
     async def _refresh_lag(self, *, force: bool = False) -> None:
         now = self._clock.monotonic()

@@ -102,6 +102,7 @@ class DatabaseFollower:
         self._full_text = False
         self._wake = asyncio.Event()
         self._stopping = False
+        self._source_up = metrics.SOURCE_UP.labels(db.id)
         self._read_bytes = metrics.INGEST_BYTES.labels(db.id)
         self._last_read = metrics.LAST_READ.labels(db.id)
         self._lines_by_kind = [metrics.INGEST_LINES.labels(db.id, kind) for kind in KINDS]
@@ -113,7 +114,7 @@ class DatabaseFollower:
     @status.setter
     def status(self, value: SourceStatus) -> None:
         self._status = value
-        metrics.SOURCE_UP.labels(self.db.id).set(0 if value.state in _DOWN else 1)
+        self._source_up.set(0 if value.state in _DOWN else 1)
 
     @property
     def full_text(self) -> bool:
