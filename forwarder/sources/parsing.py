@@ -16,9 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import itertools
 import multiprocessing
+import os
 import signal
+import sys
+import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -118,12 +122,44 @@ class LocalReader:
 _READERS: dict[int, tuple[EntryReader, Identity]] = {}
 
 
-def _w_init() -> None:
+PARENT_CHECK_SECONDS = 0.5
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _w_init(daemon_pid: int) -> None:
     """The daemon decides when the worker stops: Ctrl-C in a terminal (SIGINT to the whole process
     group) or systemd's SIGTERM to every process of the unit must not kill it while the daemon
     still drains pending entries through it. It exits when the daemon closes the pool, or dies."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _exit_with(daemon_pid)
+
+
+def _exit_with(daemon_pid: int) -> None:
+    """End this process as soon as the daemon is gone, however it went (kill -9, OOM killer).
+
+    Nothing else would end it: it ignores SIGTERM, and it holds both ends of the pool's queue
+    pipes, so it never sees EOF. While it lives, multiprocessing's resource tracker (which exits
+    on EOF of a pipe the worker also holds) lives too. Two guards:
+    - Linux's PR_SET_PDEATHSIG (prctl(2)) sends SIGKILL when the parent exits. It fires when the
+      *thread* that forked us exits, which is the daemon's event loop thread here; and a parent
+      that died before the call is not covered, hence the getppid() check right after it.
+    - A thread that checks every PARENT_CHECK_SECONDS that we were not re-parented (to PID 1 or a
+      subreaper), for other systems and for the cases prctl does not cover.
+    """
+    if sys.platform == "linux":
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != daemon_pid:
+        os._exit(0)
+    threading.Thread(target=_watch_daemon, args=(daemon_pid,), name="watch-daemon", daemon=True).start()
+
+
+def _watch_daemon(daemon_pid: int) -> None:
+    event = threading.Event()
+    while not event.wait(PARENT_CHECK_SECONDS):
+        if os.getppid() != daemon_pid:
+            os._exit(0)  # no cleanup to do: the readers' state is rebuilt from the store's offsets
 
 
 def _w_open(handle: int, spec: ReaderSpec, full_text: bool) -> None:
@@ -162,7 +198,10 @@ class ParseWorker:
         if self._pool is None:
             # spawn: a fresh interpreter, no copy of the daemon's event loop or open connections.
             self._pool = ProcessPoolExecutor(
-                max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_w_init
+                max_workers=1,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_w_init,
+                initargs=(os.getpid(),),
             )
         return self._pool
 
