@@ -31,13 +31,16 @@ class Writer:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.n = 0
+        self.start_ms = (int(time.time()) - 3600) * 1000
         self.fh: BinaryIO = open(path, "ab")  # noqa: SIM115 - the writer's life is the test's
 
     def entries(self, count: int) -> None:
         out = []
         for _ in range(count):
-            ms = self.n % 1000
-            t = f"2026-11-22 10:{(self.n // 60000) % 60:02d}:{(self.n // 1000) % 60:02d}.{ms:03d} UTC"
+            # Entry n is written n ms after the writer's start, an hour ago: never on a fixed day,
+            # which the store's retention (7 days) would delete once it is past.
+            at_ms = self.start_ms + self.n
+            t = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at_ms // 1000)) + f".{at_ms % 1000:03d} UTC"
             p = 1000 + self.n % 50
             out.append(
                 f'{t} [{p}] app@shop ERROR:  relation "table_{self.n}" does not exist at character 15\n'

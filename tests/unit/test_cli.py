@@ -7,6 +7,7 @@ import os
 import socket
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -102,12 +103,18 @@ def test_keys_create_list_revoke(tmp_path: Path) -> None:
     assert run("keys", "revoke", record["id"], "--config", str(cfg)).returncode == 1
 
 
+# Dated an hour ago, never on a fixed day: the overview counts the last 24 hours (and the store's
+# retention deletes lines older than a week), so a fixed date makes the suite fail once it passes.
+T0 = int(time.time()) - 3600
+T0_PG = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(T0))  # PostgreSQL's %m, without the fraction
+T0_ISO = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(T0))
+T1_PG = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(T0 + 1))
 SAMPLE = (
-    "2026-11-22 10:00:00.123 UTC [42] app@shop ERROR:  duplicate key value violates unique constraint"
+    f"{T0_PG}.123 UTC [42] app@shop ERROR:  duplicate key value violates unique constraint"
     ' "users_email_key"\n'
-    "2026-11-22 10:00:00.123 UTC [42] app@shop DETAIL:  Key (email)=(alice@example.com) already exists.\n"
-    "2026-11-22 10:00:00.123 UTC [42] app@shop STATEMENT:  INSERT INTO users VALUES ('alice@example.com')\n"
-    "2026-11-22 10:00:01.000 UTC [43] app@shop LOG:  duration: 1500.250 ms  statement: SELECT pg_sleep(1.5)\n"
+    f"{T0_PG}.123 UTC [42] app@shop DETAIL:  Key (email)=(alice@example.com) already exists.\n"
+    f"{T0_PG}.123 UTC [42] app@shop STATEMENT:  INSERT INTO users VALUES ('alice@example.com')\n"
+    f"{T1_PG}.000 UTC [43] app@shop LOG:  duration: 1500.250 ms  statement: SELECT pg_sleep(1.5)\n"
 )
 
 
@@ -115,7 +122,7 @@ def test_parse_prints_one_spec_object_per_entry() -> None:
     out = run("parse", "--prefix", "%m [%p] %q%u@%d ", stdin=SAMPLE)
     assert out.returncode == 0, out.stderr
     first, second = (json.loads(x) for x in out.stdout.splitlines())
-    assert first["kind"] == "error" and first["time"] == "2026-11-22T10:00:00.123Z" and first["pid"] == 42
+    assert first["kind"] == "error" and first["time"] == f"{T0_ISO}.123Z" and first["pid"] == 42
     assert first["detail"] == "Key (email)=(...) already exists." and first["redacted"] is True
     assert "alice" not in out.stdout
     assert second["kind"] == "slow_query" and second["duration_ms"] == 1500.25
