@@ -135,9 +135,26 @@ def cmd_parse(args: argparse.Namespace) -> int:
     stdin = sys.stdin.buffer
     chunks = iter(lambda: stdin.read(1 << 16), b"")
     out = sys.stdout.buffer
+    entries = unparsed = 0
     for line in parse_stream(reader, chunks):
+        entries += 1
+        unparsed += line.unparsed
         out.write(orjson.dumps(spec_fields(line)) + b"\n")
     out.flush()
+    if not unparsed:
+        return EX_OK
+    # The point of this command is checking a prefix before deploying: a prefix that matches
+    # nothing turns every line into kind `other` with its text removed, which looks like output.
+    expected = f"the prefix {args.prefix!r}" if args.format == "stderr" else f"the {args.format} format"
+    print(
+        f"forwarder parse: {unparsed} of {entries} entries did not match {expected}; they are kept whole as"
+        " kind other (with values removed unless --full-text)",
+        file=sys.stderr,
+    )
+    if reader.lines_matched == 0:
+        hint = " (run SHOW log_line_prefix; on the server)" if args.format == "stderr" else ""
+        print(f"forwarder parse: no line matched: check {expected}{hint}", file=sys.stderr)
+        return EX_FAILED
     return EX_OK
 
 

@@ -131,6 +131,24 @@ def test_parse_prints_one_spec_object_per_entry() -> None:
     assert "alice@example.com" in full.stdout
 
 
+def test_parse_says_when_the_prefix_matches_nothing() -> None:
+    wrong = run("parse", "--prefix", "%t %p ", stdin=SAMPLE)  # the server writes %m [%p] ...
+    assert wrong.returncode == 1
+    assert "4 of 4 entries did not match the prefix '%t %p '" in wrong.stderr
+    assert "no line matched" in wrong.stderr and "log_line_prefix" in wrong.stderr
+    assert len(wrong.stdout.splitlines()) == 4  # still printed: nothing is dropped
+
+    some = run("parse", "--prefix", "%m [%p] %q%u@%d ", stdin="not a log line\n" + SAMPLE)
+    assert some.returncode == 0, some.stderr
+    assert "1 of 3 entries did not match" in some.stderr and "no line matched" not in some.stderr
+
+    right = run("parse", "--prefix", "%m [%p] %q%u@%d ", stdin=SAMPLE)
+    assert right.returncode == 0 and right.stderr == ""
+
+    csv = run("parse", "--format", "csvlog", stdin=SAMPLE)
+    assert csv.returncode == 1 and "did not match the csvlog format" in csv.stderr
+
+
 @pytest.fixture
 def live(tmp_path: Path) -> DaemonProcess:
     logs = tmp_path / "pglogs"
