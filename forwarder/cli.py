@@ -126,7 +126,11 @@ def cmd_keys(args: argparse.Namespace) -> int:
 def cmd_parse(args: argparse.Namespace) -> int:
     from forwarder.model import spec_fields
     from forwarder.pglog import make_reader, parse_stream
+    from forwarder.pglog.stderr import unknown_escapes
 
+    if args.format == "stderr" and (unknown := unknown_escapes(args.prefix)):
+        print(f"forwarder parse: PostgreSQL's log_line_prefix has no escape {', '.join(unknown)}", file=sys.stderr)
+        return EX_USAGE
     try:
         reader = make_reader(args.format, line_prefix=args.prefix, timezone=args.timezone, full_text=args.full_text)
     except (ValueError, NotImplementedError) as exc:

@@ -108,6 +108,19 @@ class LogSourceConfig(_Section):
     timezone: str = Field("UTC", description="The server's log_timezone, an IANA name.")
     poll_interval_seconds: float = Field(0.25, gt=0, le=10, description="How often the files are checked for new data.")
 
+    @field_validator("line_prefix")
+    @classmethod
+    def _known_escapes(cls, value: str) -> str:
+        # Imported here: pglog loads libpg_query, which the client commands that read a config never need.
+        from forwarder.pglog.stderr import unknown_escapes
+
+        if unknown := unknown_escapes(value):
+            raise ValueError(
+                f"PostgreSQL's log_line_prefix has no escape {', '.join(unknown)}; copy the server's "
+                "value (SHOW log_line_prefix;), and write %% for a literal %"
+            )
+        return value
+
     @field_validator("timezone")
     @classmethod
     def _known_zone(cls, value: str) -> str:

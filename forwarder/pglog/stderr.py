@@ -24,7 +24,9 @@ may be longer than the width):
   converted to UTC with `log.timezone` (see `times.py`). A prefix without any time escape gets
   the wall-clock time at which the line was read (`time.time()`, the only place the reader looks
   at a clock; `now` passed to `feed` is monotonic and only measures idleness).
-- Unknown escapes produce nothing, as in PostgreSQL.
+- Unknown escapes produce nothing, as in PostgreSQL. The config refuses them all the same
+  (`unknown_escapes`): PostgreSQL has no such escape, so one in the configured prefix is a typo,
+  and the prefix would then not be the server's.
 
 Values of user, database and application are at most 63 bytes (NAMEDATALEN - 1), so their
 patterns are bounded: a line that does not match fails fast even when it is 1 MiB long.
@@ -110,6 +112,22 @@ class PrefixPattern:
     # when that split does not lead to a match (a user name holding an "@"), it fails, and the
     # reader tries `regex`: both give the same groups for every line. None when nothing changes.
     fast_regex: re.Pattern[str] | None = None
+
+
+_ESCAPE: Final = re.compile(r"%(-?\d*)(.?)", re.DOTALL)  # elog.c: '%', optional padding, one character
+_NON_VALUE_ESCAPES: Final = frozenset("q%")
+
+
+def unknown_escapes(prefix: str) -> list[str]:
+    """The escapes of `prefix` that PostgreSQL's log_line_prefix does not have (e.g. `%Z`), in order.
+
+    A `%` at the very end is not an escape (elog.c prints nothing for it) and is not reported.
+    """
+    return [
+        m.group(0)
+        for m in _ESCAPE.finditer(prefix)
+        if m.group(2) and m.group(2) not in _ESCAPES and m.group(2) not in _NON_VALUE_ESCAPES
+    ]
 
 
 _LAZY: Final = re.compile(r"\.\{0,(\d+)\}\?")

@@ -60,6 +60,16 @@ def test_check_config_names_every_mistake_by_its_toml_path(tmp_path: Path) -> No
     assert "Extra inputs are not permitted" in out.stderr and "unknown time zone 'Mars/Olympus'" in out.stderr
 
 
+def test_check_config_refuses_escapes_postgresql_does_not_have(tmp_path: Path) -> None:
+    path = tmp_path / "prefix.toml"
+    db = '[[databases]]\nid = "{id}"\nname = "{id}"\nlog = {{ path = "/x/*.log", line_prefix = "{prefix}" }}\n'
+    path.write_text(db.format(id="a", prefix="%m [%p] %q%u@%d %-10a %% ") + db.format(id="b", prefix="%m %Z [%p] "))
+    out = run("check-config", str(path))
+    assert out.returncode == 78
+    [problem] = out.stderr.splitlines()
+    assert problem.split(": ", 2)[1] == "databases[1].log.line_prefix" and "no escape %Z" in problem
+
+
 def test_check_config_reports_toml_syntax_and_missing_files(tmp_path: Path) -> None:
     path = tmp_path / "bad.toml"
     path.write_text("[server\nport = 1\n")
@@ -144,6 +154,9 @@ def test_parse_says_when_the_prefix_matches_nothing() -> None:
 
     right = run("parse", "--prefix", "%m [%p] %q%u@%d ", stdin=SAMPLE)
     assert right.returncode == 0 and right.stderr == ""
+
+    typo = run("parse", "--prefix", "%m [%p] %Z ", stdin=SAMPLE)
+    assert typo.returncode == 2 and "no escape %Z" in typo.stderr and typo.stdout == ""
 
     csv = run("parse", "--format", "csvlog", stdin=SAMPLE)
     assert csv.returncode == 1 and "did not match the csvlog format" in csv.stderr

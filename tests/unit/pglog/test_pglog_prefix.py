@@ -10,7 +10,7 @@ from pglog_helpers import T0, T0_US
 
 from forwarder.model import format_time
 from forwarder.pglog import make_reader
-from forwarder.pglog.stderr import compile_prefix
+from forwarder.pglog.stderr import compile_prefix, unknown_escapes
 from forwarder.pglog.times import TimeParser, parse_epoch
 
 # These tests are about parsing and assembly, not value removal (test_pglog_redact.py): they read
@@ -179,3 +179,16 @@ def test_prefix_without_time_uses_the_time_of_reading() -> None:
 def test_an_unknown_format_is_refused() -> None:
     with pytest.raises(ValueError, match="format"):
         make_reader("syslog", line_prefix="", timezone="UTC", full_text=False)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("prefix", "unknown"),
+    [
+        ("%a%u%d%r%h%L%b%p%P%t%m%n%Q%i%e%c%l%s%v%x%q%%", []),  # every escape PostgreSQL has
+        ("%-10u %5p %% %", []),  # padding, a literal %, a lone % at the end
+        ("%m [%p] %Z ", ["%Z"]),
+        ("%%Z %y %-3k", ["%y", "%-3k"]),  # %%Z is a literal "%Z"
+    ],
+)
+def test_escapes_postgresql_lacks_are_named(prefix: str, unknown: list[str]) -> None:
+    assert unknown_escapes(prefix) == unknown
