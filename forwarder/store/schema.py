@@ -12,7 +12,11 @@ in the background just behind the head, off the append path.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
+import stat
+from pathlib import Path
 from typing import Final
 
 MIGRATIONS: Final[tuple[str, ...]] = (
@@ -120,6 +124,27 @@ SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 class SchemaTooNew(Exception):
     """The store was written by a newer forwarder; refusing to touch it."""
+
+
+STORE_FILE_MODE = 0o600
+_SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def create_private(path: Path) -> None:
+    """Make sure the store file exists and only its owner may read it (it holds log text).
+
+    SQLite would create it with 0644 minus the umask, and gives its -wal and -shm files the mode
+    of the database file (os_unix.c, findCreateFileMode): creating the file 0600 first keeps all
+    three private whatever the umask. Files of an older store that others may read lose those
+    bits (the group's are the operator's choice: a service's group may be let in).
+    """
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, STORE_FILE_MODE))
+    for file in (path, *(path.with_name(path.name + side) for side in _SQLITE_SIDE_FILES)):
+        with contextlib.suppress(FileNotFoundError):
+            mode = stat.S_IMODE(file.stat().st_mode)
+            if mode & 0o007:
+                file.chmod(mode & ~0o007)
 
 
 def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:

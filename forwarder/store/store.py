@@ -74,7 +74,7 @@ class Store:
 
     async def start(self) -> None:
         """Open (creating if needed) and migrate the store."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        schema.create_private(self.path)
 
         def _open() -> tuple[int, str]:
             conn = schema.connect(str(self.path))
@@ -415,7 +415,7 @@ class Store:
 
 def open_sync(path: str | Path) -> sqlite3.Connection:
     """A migrated connection for the CLI's offline commands (keys); the daemon may run beside it."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    schema.create_private(Path(path))
     conn = schema.connect(str(path))
     schema.migrate(conn)
     return conn

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import stat
 from pathlib import Path
 
 import orjson
@@ -298,3 +300,33 @@ async def test_numbers_do_not_split_a_group(store: Store) -> None:
     )
     groups = await store.groups(ident.code, T0, 10)
     assert sorted(g.count for g in groups) == [1, 2]
+
+
+async def test_store_files_are_private_whatever_the_umask(tmp_path: Path) -> None:
+    """The store holds log text: the database file and SQLite's -wal and -shm files are 0600."""
+    old_umask = os.umask(0o022)  # a login shell's usual umask, under which SQLite makes 0644 files
+    store = Store(StoreConfig(path=tmp_path / "data" / "s.db"), FakeClock())
+    try:
+        await store.start()
+        await store.register_database(DatabaseConfig(id="main", name="main", log=LogSourceConfig(path="/x/*.log")))
+        conn = open_sync(tmp_path / "cli" / "s.db")  # the CLI's keys commands may create the store too
+        # While they are open, as the daemon keeps them: a clean close removes -wal and -shm.
+        made = [*(tmp_path / "data").iterdir(), *(tmp_path / "cli").iterdir()]
+        assert sorted(p.name for p in made) == ["s.db", "s.db", "s.db-shm", "s.db-shm", "s.db-wal", "s.db-wal"]
+        assert {str(p): oct(stat.S_IMODE(p.stat().st_mode)) for p in made} == {str(p): "0o600" for p in made}
+        assert stat.S_IMODE((tmp_path / "data").stat().st_mode) == 0o700
+        conn.close()
+    finally:
+        os.umask(old_umask)
+        await store.aclose()
+
+
+async def test_an_older_world_readable_store_is_made_private(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    open_sync(path).close()
+    path.chmod(0o644)
+    store = Store(StoreConfig(path=path), FakeClock())
+    await store.start()
+    await store.aclose()
+    # Others lose read access; the group keeps what the operator gave it (a service's group may read).
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
