@@ -1,10 +1,10 @@
-"""End-to-end delivery benchmark (issue 4): PostgreSQL log file -> daemon -> signed webhook.
+"""End-to-end delivery benchmark: PostgreSQL log file -> daemon -> signed webhook.
 
 Runs `forwarder run` as a real subprocess with one webhook destination pointing at a fast counting
 receiver in its own process (`bench/receiver_proc.py`: counts entries, answers 200, never checks
 signatures). All traffic stays on 127.0.0.1.
 
-backlog  The shared generator's 1M-line log (`/work/shared/bench/gen_pglog.py 1000000 FILE
+backlog  The shared generator's 1M-line log (`../shared/bench/gen_pglog.py 1000000 FILE
          --seed 1`, cached under --cache) with prefix `%m [%p] %q%u@%d/%a `, full parsing and value
          removal (`full_text = false`). The destination is created while the log glob matches
          nothing; then the file is hard-linked into place, so the whole backlog must be delivered.
@@ -13,7 +13,7 @@ backlog  The shared generator's 1M-line log (`/work/shared/bench/gen_pglog.py 10
 steady   Appends entries of the generator's mix at --rate physical lines/s for --seconds, each
          stamped (its %m time) with the wall clock when written; the receiver measures arrival
          minus that time: p50/p90/p99/max latency.
---peers  syslog-ng's file -> http (/work/shared/bench/configs/sng-http.conf, 1 and 4 workers) on the
+--peers  syslog-ng's file -> http (../shared/bench/configs/sng-http.conf, 1 and 4 workers) on the
          same file in the same run, into the shared counting receiver; prints our rate / theirs.
          syslog-ng is unpacked under $PEER_BENCH_DIR (apt-get download + dpkg -x, so it does not
          replace the rsyslog package the tests need); when that fails the peers are skipped.
@@ -50,9 +50,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+# The shared bench kit (generator, peer configs, counting receiver) is ../shared/bench from the
+# repository root; SHARED_BENCH names another copy.
 SHARED = Path(os.environ.get("SHARED_BENCH", str(REPO.parent / "shared" / "bench")))
-if not SHARED.is_dir():
-    SHARED = Path("/work/shared/bench")
 PEER_DIR = Path(os.environ.get("PEER_BENCH_DIR", "/tmp/peer-bench"))
 PREFIX = "%m [%p] %q%u@%d/%a "
 PY = sys.executable

@@ -1,14 +1,15 @@
-"""Parse-rate benchmark of the stderr reader (issue 3 item 8).
+"""Parse-rate benchmark of the stderr reader.
 
 Feeds a realistic mixed stderr log through `make_reader("stderr", ...).feed` on one core with
 value removal and statement normalization on (`full_text=False`), and prints physical lines/s,
 entries/s and peak memory.
 
 The log comes from `--file PATH`, or is generated with the shared generator
-(`/work/shared/bench/gen_pglog.py`, PostgreSQL 15 wording, prefix `%m [%p] %q%u@%d/%a `; its mix:
-40% slow statements with literals, 15% errors with DETAIL/HINT/CONTEXT/STATEMENT, 20% connection
-lines, 5% each checkpoints, autovacuum reports, lock waits, temp files and auth failures, as
-shares of physical lines), or, when that script is absent, by the small generator below.
+(`gen_pglog.py` of the shared bench kit: `../shared/bench` beside the checkout, or
+`$SHARED_BENCH`; PostgreSQL 15 wording, prefix `%m [%p] %q%u@%d/%a `; its mix: 40% slow
+statements with literals, 15% errors with DETAIL/HINT/CONTEXT/STATEMENT, 20% connection lines,
+5% each checkpoints, autovacuum reports, lock waits, temp files and auth failures, as shares of
+physical lines), or, when that script is absent, by the small generator below.
 
     .venv/bin/python bench/parse.py                # 500,000 generated lines
     .venv/bin/python bench/parse.py --lines 200000
@@ -39,7 +40,9 @@ from pathlib import Path
 from forwarder.model import LogLine
 from forwarder.pglog import make_reader
 
-SHARED_GENERATOR = Path("/work/shared/bench/gen_pglog.py")
+# The shared bench kit is ../shared/bench from the repository root; SHARED_BENCH names another copy.
+SHARED_BENCH = Path(os.environ.get("SHARED_BENCH", str(Path(__file__).resolve().parents[2] / "shared" / "bench")))
+SHARED_GENERATOR = SHARED_BENCH / "gen_pglog.py"
 PREFIX = "%m [%p] %q%u@%d/%a "
 CHUNK = 256 * 1024  # what the file follower reads at once (forwarder/sources/tail.py CHUNK_BYTES)
 

@@ -9,6 +9,7 @@ way the daemon does (one transaction per batch, the schema's indexes and pragmas
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -19,7 +20,9 @@ from forwarder.pglog import make_reader
 from forwarder.store import lines as L
 from forwarder.store import schema
 
-GENERATOR = Path(__file__).resolve().parents[2] / "shared" / "bench" / "gen_pglog.py"
+# The shared bench kit is ../shared/bench from the repository root; SHARED_BENCH names another copy.
+SHARED_BENCH = Path(os.environ.get("SHARED_BENCH", str(Path(__file__).resolve().parents[2] / "shared" / "bench")))
+GENERATOR = SHARED_BENCH / "gen_pglog.py"
 
 
 def main() -> None:
