@@ -25,7 +25,8 @@ EX_CONFIG = 78
 DEFAULT_CONFIG = os.environ.get("FORWARDER_CONFIG", "/etc/forwarder/forwarder.toml")
 
 
-def _load(path: str, *, read_secrets: bool = True) -> Config:
+def load_or_exit(path: str, *, read_secrets: bool = True) -> Config:
+    """The config at `path`; on a mistake, print each with its TOML path and exit 78."""
     try:
         return load_config(path, read_secrets=read_secrets)
     except ConfigError as exc:
@@ -38,7 +39,7 @@ def _load(path: str, *, read_secrets: bool = True) -> Config:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    config = _load(args.config)
+    config = load_or_exit(args.config)
     from forwarder.app import Daemon, StartupFailed
     from forwarder.logsetup import setup_logging
 
@@ -57,7 +58,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
-    config = _load(args.path)
+    config = load_or_exit(args.path)
     print(f"{args.path}: ok ({len(config.databases)} database(s))")
     return EX_OK
 
@@ -68,7 +69,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
     from forwarder.store import open_sync
     from forwarder.store import state as S
 
-    config = _load(args.config, read_secrets=False)  # only the store's path is needed
+    config = load_or_exit(args.config, read_secrets=False)  # only the store's path is needed
     conn = open_sync(config.store.path)
     now_us = int(datetime.now(tz=UTC).timestamp() * 1_000_000)
     try:

@@ -79,8 +79,19 @@ def login(url: str, key: str) -> int:
     return EX_OK
 
 
+def _config_url(path: str) -> str:
+    """Where the daemon of this config file listens, as a URL this host can call."""
+    from forwarder.cli import load_or_exit  # exits 78 naming the TOML path, like every command with --config
+
+    server = load_or_exit(path, read_secrets=False).server
+    # A daemon listening on every address is reached on loopback.
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(server.host, server.host)
+    return f"http://[{host}]:{server.port}" if ":" in host else f"http://{host}:{server.port}"
+
+
 def _credentials(args: argparse.Namespace) -> tuple[str, str]:
-    url = args.url or os.environ.get("FORWARDER_URL")
+    url = args.url or (_config_url(args.config) if getattr(args, "config", None) else None)
+    url = url or os.environ.get("FORWARDER_URL")
     key = args.key or os.environ.get("FORWARDER_KEY")
     if not (url and key):
         try:
@@ -89,7 +100,10 @@ def _credentials(args: argparse.Namespace) -> tuple[str, str]:
         except (OSError, ValueError, KeyError):
             pass
     if not (url and key):
-        raise ClientError("not logged in: run `forwarder login --url URL --key KEY` (or pass --url and --key)")
+        raise ClientError(
+            "not logged in: run `forwarder login --url URL --key KEY` (or pass --url and --key); make a key"
+            " with `forwarder keys create --role read-only --config PATH`"
+        )
     return url, key
 
 
@@ -274,7 +288,8 @@ def destinations_command(args: argparse.Namespace) -> int:
 
 
 def _client_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--url", help="server URL (default: from `forwarder login`)")
+    p.add_argument("--config", "-c", help="the daemon's TOML config file: ask the server it sets up ([server])")
+    p.add_argument("--url", help="server URL (default: from --config, else from `forwarder login`)")
     p.add_argument("--key", help="API key (default: from `forwarder login`)")
     p.add_argument("--json", action="store_true", help="print the API's JSON")
 

@@ -269,6 +269,19 @@ def test_status_and_destinations_test_read_the_running_daemon(tmp_path: Path) ->
         assert created["secret"] not in status.stdout + json.dumps(as_json)
         listed = run("destinations", "list", *creds)
         assert listed.returncode == 0 and "dead" in listed.stdout
+
+        # On the daemon's host the config file says where it listens, as for every operator command.
+        no_login = {"XDG_CONFIG_HOME": str(tmp_path / "nobody"), "FORWARDER_URL": "", "FORWARDER_KEY": ""}
+        by_config = run("status", "--config", str(d.config_path), "--key", d.read_only_key, env=no_login)
+        assert by_config.returncode == 0, by_config.stderr
+        assert f"forwarder at {d.url}" in by_config.stdout and created["id"] in by_config.stdout
+        listed = run("destinations", "list", "-c", str(d.config_path), "--key", d.key, env=no_login)
+        assert listed.returncode == 0 and "dead" in listed.stdout
+        keyless = run("status", "--config", str(d.config_path), env=no_login)
+        assert keyless.returncode == 1 and "forwarder keys create" in keyless.stderr
+        bad = tmp_path / "bad.toml"
+        bad.write_text("[server]\nport = -1\n")
+        assert run("status", "--config", str(bad), "--key", d.key, env=no_login).returncode == 78
     finally:
         d.close()
         thread.run(receiver.aclose())
