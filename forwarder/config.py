@@ -132,7 +132,7 @@ class LogSourceConfig(_Section):
 
 
 class DatabaseConfig(_Section):
-    """One monitored PostgreSQL server (a `database` of SPEC)."""
+    """One monitored PostgreSQL server (a database of the API: `database_id`, `database_name`, `{ref}`)."""
 
     id: str = Field(description="Stable identifier used in the API and in stored lines.")
     name: str = Field(description="Display name; the API also accepts it as {ref}.")
