@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 CONFIG ?= config.example.toml
 
-.PHONY: run test lint unit integration bench clean
+.PHONY: run test test-week-ahead lint unit integration bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,13 @@ test: $(STAMP)
 	@bash scripts/install-test-deps.sh
 	$(MAKE) --no-print-directory lint
 	$(VENV)/bin/pytest -q -p no:cacheprovider
+
+# The whole suite with every process's clock (tests, daemons, PostgreSQL) 8 days ahead: no test may
+# depend on the day it runs (libfaketime; FAKETIME_SHIFT=+30d for another shift).
+FAKETIME_SHIFT ?= +8d
+test-week-ahead: $(STAMP)
+	@bash scripts/install-test-deps.sh
+	faketime -f "$(FAKETIME_SHIFT)" $(VENV)/bin/pytest -q -p no:cacheprovider
 
 unit: $(STAMP)
 	$(VENV)/bin/pytest -q tests/unit

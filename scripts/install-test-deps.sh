@@ -2,7 +2,8 @@
 # Installs the system packages the integration tests need on Debian 12:
 #   - PostgreSQL 15 (server + client): tests start throwaway clusters with tests/pgcluster.py;
 #   - rsyslog with TLS (rsyslog-gnutls): tests send syslog over TLS to a real rsyslogd;
-#   - prometheus, for its promtool: tests check the alert rules (deploy/prometheus) and /metrics.
+#   - prometheus, for its promtool: tests check the alert rules (deploy/prometheus) and /metrics;
+#   - faketime, for `make test-week-ahead` (no test depends on the day it runs).
 # Idempotent and silent when everything is present. Needs root to install; as another user it
 # prints what is missing and exits 0 (the tests that need it then skip with a reason).
 # Never leaves a PostgreSQL, rsyslog or Prometheus service running: the tests start their own
@@ -30,6 +31,11 @@ if ! command -v rsyslogd >/dev/null 2>&1 && [[ ! -x /usr/sbin/rsyslogd ]]; then
 fi
 if ! have_pkg rsyslog-gnutls; then
     missing+=(rsyslog-gnutls)
+fi
+
+# faketime (libfaketime): `make test-week-ahead` runs the suite with the clock moved a week ahead.
+if ! command -v faketime >/dev/null 2>&1; then
+    missing+=(faketime)
 fi
 
 prom_missing=0
