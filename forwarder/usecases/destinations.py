@@ -37,6 +37,22 @@ log = logging.getLogger(__name__)
 ID_PREFIX: Final = "dst_"
 SECRET_PREFIX: Final = "whsec_"  # noqa: S105 - a prefix, the secret is random
 
+# Settings of a kind that only the operator's config file may choose, as {kind: {key: (refused
+# value, why)}}: they weaken how lines leave the host, and an API key (held by scripts, CI, other
+# people) must not be enough to turn them on. Syslog goes over TLS with a certificate valid for its
+# host name; clear text is for a relay on the operator's own network, which only the operator knows.
+OPERATOR_ONLY: Final[Mapping[str, Mapping[str, tuple[object, str]]]] = {
+    "syslog": {
+        "tls": (
+            False,
+            "clear text cannot be chosen through the API: syslog goes over TLS with a certificate valid for "
+            "`host`. A relay on your own network may be declared with `tls = false` in the daemon's config "
+            "file ([[destinations]])",
+        ),
+    },
+}
+
+
 # --- errors --------------------------------------------------------------------------------------
 
 
@@ -232,8 +248,8 @@ async def sync_declared(ports: Ports, declared: Sequence[DestinationConfig]) -> 
 
     Only what changed restarts; a changed destination keeps its cursor (nothing is skipped or
     sent twice), a new one starts at the head like one created through the API. The file is the
-    operator's: its addresses are left to the network guard at delivery time (which honours the
-    allowed networks).
+    operator's: it may choose what the API may not (`OPERATOR_ONLY`), and its addresses are left
+    to the network guard at delivery time (which honours the allowed networks).
     """
     stored = {d.id: d for d, _ in await ports.store.destinations()}
     for dc in declared:
@@ -278,11 +294,16 @@ def _check_changeable(dest: Destination) -> None:
 
 
 def _config(kind: str, config: Mapping[str, Any], origin: ManagedBy) -> dict[str, Any]:
-    """`config` as stored (normalized by the kind's model)."""
+    """`config` as stored (normalized by the kind's model); the API may not choose `OPERATOR_ONLY` values."""
     try:
-        return validated_config(kind, dict(config))
+        out = validated_config(kind, dict(config))
     except ValidationError as exc:
         raise InvalidConfig(exc) from None
+    if origin == "api":
+        for key, (refused, why) in OPERATOR_ONLY.get(kind, {}).items():
+            if key in out and out[key] == refused:
+                raise Invalid(f"config.{key}", why)
+    return out
 
 
 def _filter(spec: FilterSpec, known_databases: Collection[str] | None) -> LineFilter:

@@ -120,6 +120,16 @@ async def test_a_reload_that_changes_nothing_records_nothing_and_restarts_nothin
     assert await stored(world) == before
 
 
+async def test_the_config_file_may_send_syslog_in_clear_text(world: World) -> None:
+    relay = DestinationConfig.model_validate(
+        {"id": "relay", "type": "syslog", "config": {"host": "relay.internal", "tls": False}}
+    )
+    await cases.sync_declared(world.ports, [relay])
+    dest = await stored(world, "relay")
+    assert dest.managed_by == "config" and dest.config["tls"] is False
+    assert world.delivery.applied == ["relay"]
+
+
 # --- the API -------------------------------------------------------------------------------------
 
 
@@ -150,6 +160,18 @@ async def test_a_secret_given_through_the_api_is_a_change_even_if_it_is_the_same
     dest = await created(world, config=HOOK_CONFIG, secret="whsec_given")
     await cases.change(world.ports, dest, cases.Changes(secret="whsec_given"), API, {"main"})
     assert await world.changes() == [{"fields": ["secret"]}]
+
+
+async def test_the_api_cannot_send_syslog_in_clear_text(world: World) -> None:
+    config = {"host": "relay.example.com", "tls": False}
+    with pytest.raises(cases.Invalid) as refused:
+        await created(world, type="syslog", config=config)
+    assert refused.value.field == "config.tls" and "config file" in refused.value.message
+    dest = await created(world, type="syslog", config={"host": "relay.example.com"})
+    assert dest.config["tls"] is True
+    with pytest.raises(cases.Invalid):
+        await cases.change(world.ports, dest, cases.Changes(config=config), API, {"main"})
+    assert (await stored(world, dest.id)).config["tls"] is True
 
 
 async def test_the_api_cannot_change_or_remove_what_the_file_declares(world: World) -> None:
