@@ -34,6 +34,7 @@ from forwarder.secrets import SecretBox, load_key
 from forwarder.sources.parsing import ParseWorker
 from forwarder.sources.tail import DatabaseFollower
 from forwarder.store import DatabaseSettings, Identity, Store
+from forwarder.usecases.destinations import Ports, sync_declared
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +106,10 @@ class Daemon:
     def port(self) -> int:
         return self.api.port if self.api else 0
 
+    def _destination_ports(self) -> Ports:
+        assert self.delivery is not None, "start() first"
+        return Ports(self.store, self.clock, self.delivery)
+
     async def start(self) -> None:
         await self.store.start()
         self._workers = [ParseWorker() for _ in range(self.config.ingest.parse_workers)]
@@ -116,7 +121,7 @@ class Daemon:
             self.store, self.clock, box, self.config.security.networks(), resolver=self._resolver
         )
         await self.delivery.start()
-        await self.delivery.sync_config(self.config.destinations)
+        await sync_declared(self._destination_ports(), self.config.destinations)
         self._ctx = ApiContext(
             config=self.config,
             store=self.store,
@@ -231,7 +236,7 @@ class Daemon:
         if self._ctx is not None:
             self._ctx.config = merged
         if self.delivery is not None:
-            await self.delivery.sync_config(merged.destinations)
+            await sync_declared(self._destination_ports(), merged.destinations)
         log.info("config reloaded", extra={"path": str(self.config_path)})
         return True
 

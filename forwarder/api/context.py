@@ -9,9 +9,9 @@ from aiohttp import web
 
 from forwarder.clock import Clock
 from forwarder.config import Config, DatabaseConfig
-from forwarder.sinks.base import Address
 from forwarder.store import DatabaseSettings, Identity, Store
 from forwarder.store.destinations import DeliveryState, Destination
+from forwarder.usecases.destinations import Delivery
 
 
 class SourceView(Protocol):
@@ -43,15 +43,12 @@ class Databases(Protocol):
     def apply_settings(self, db_id: str, settings: DatabaseSettings) -> None: ...
 
 
-class Destinations(Protocol):
-    """The delivery layer as the API drives it (implemented by delivery.manager.DeliveryManager)."""
+class Destinations(Delivery, Protocol):
+    """The delivery layer as the API drives it (implemented by delivery.manager.DeliveryManager):
+    what the destination use cases need, plus the live state and the test send."""
 
     def state(self, dest_id: str) -> DeliveryState | None: ...
-    async def apply(self, dest_id: str) -> None: ...
-    async def remove(self, dest: Destination) -> None: ...
     async def test(self, dest: Destination) -> tuple[bool, str | None]: ...
-    async def check_address(self, address: Address) -> str | None: ...
-    def seal_secret(self, secret: str, dest_id: str) -> bytes: ...
 
 
 @dataclass(slots=True)

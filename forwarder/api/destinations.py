@@ -1,9 +1,11 @@
-"""Log destinations (SPEC 4.1 rows 5-9): list, create, change, delete, test. Choices: docs/api.md."""
+"""Log destinations (SPEC 4.1 rows 5-9): list, create, change, delete, test. Choices: docs/api.md.
+
+The handlers read and validate bodies; the use cases (forwarder/usecases/destinations.py) decide.
+"""
 
 from __future__ import annotations
 
-import secrets
-from typing import Any, Final
+from typing import Any
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
@@ -12,14 +14,11 @@ from forwarder.api.auth import PRINCIPAL
 from forwarder.api.context import CONTEXT, ApiContext, Destinations
 from forwarder.api.errors import ApiError, bad_body, json_response
 from forwarder.api.logs import read_json_object, validation_error
-from forwarder.model import KINDS, expand_kinds, format_time
-from forwarder.sinks import SINK_TYPES, sink_address, validated_config
-from forwarder.store.destinations import DeliveryState, Destination, LineFilter
+from forwarder.model import format_time
+from forwarder.store.destinations import DeliveryState, Destination
+from forwarder.usecases import destinations as cases
 
 routes = web.RouteTableDef()
-
-ID_PREFIX: Final = "dst_"
-SECRET_PREFIX: Final = "whsec_"  # noqa: S105 - a prefix, the secret is random
 
 
 class FilterBody(BaseModel):
@@ -51,6 +50,32 @@ def _control(ctx: ApiContext) -> Destinations:
     if ctx.destinations is None:
         raise ApiError(503, "unavailable", "delivery is not running")
     return ctx.destinations
+
+
+def _ports(ctx: ApiContext) -> cases.Ports:
+    return cases.Ports(ctx.store, ctx.clock, _control(ctx))
+
+
+def _actor(request: web.Request) -> cases.Actor:
+    principal = request[PRINCIPAL]
+    return cases.Actor(principal.org, principal.actor)
+
+
+def _known_databases(ctx: ApiContext) -> set[str]:
+    return {d.config.id for d in ctx.databases.all()}
+
+
+def api_error(exc: cases.DestinationError) -> ApiError:
+    """The API's answer to a use case's refusal."""
+    if isinstance(exc, cases.InvalidConfig):
+        return validation_error(exc.error, within="config")
+    if isinstance(exc, cases.Invalid):
+        return bad_body(exc.field, exc.message)
+    if isinstance(exc, cases.NotFound):
+        return ApiError(404, "not_found", exc.message)
+    if isinstance(exc, cases.ManagedByConfig):
+        return ApiError(409, "managed_by_config", exc.message)
+    raise AssertionError(f"no API error for {type(exc).__name__}")  # a new refusal needs its status here
 
 
 def _time(seconds: float | None) -> str | None:
@@ -104,49 +129,8 @@ async def _body(request: web.Request, model: type[BaseModel]) -> Any:
         raise validation_error(exc) from None
 
 
-def _config(kind: str, config: dict[str, Any]) -> dict[str, Any]:
-    try:
-        return validated_config(kind, config)
-    except ValidationError as exc:
-        raise validation_error(exc, within="config") from None
-
-
-def _filter(ctx: ApiContext, body: FilterBody) -> LineFilter:
-    try:
-        expand_kinds(body.kinds)
-    except ValueError as exc:
-        raise bad_body("filter.kinds", f"{exc}; use {', '.join(KINDS)}, errors, locks or maintenance") from None
-    known = {d.config.id for d in ctx.databases.all()}
-    for db_id in body.database_ids:
-        if db_id not in known:
-            raise bad_body("filter.database_ids", f"no database with id {db_id!r}")
-    return LineFilter.of(body.kinds, body.database_ids)
-
-
-async def _check_address(control: Destinations, kind: str, config: dict[str, Any]) -> None:
-    address = sink_address(kind, SINK_TYPES[kind].config.model_validate(config))
-    if address is not None:
-        problem = await control.check_address(address)
-        if problem:
-            raise bad_body(f"config.{address.field}", problem)
-
-
-async def _found(ctx: ApiContext, dest_id: str) -> tuple[Destination, DeliveryState]:
-    found = await ctx.store.destination(dest_id)
-    if found is None:
-        raise ApiError(404, "not_found", f"no destination {dest_id!r}")
-    return found
-
-
-async def _found_changeable(ctx: ApiContext, dest_id: str) -> tuple[Destination, DeliveryState]:
-    found = await _found(ctx, dest_id)
-    if found[0].managed_by == "config":
-        raise ApiError(
-            409,
-            "managed_by_config",
-            f"destination {dest_id!r} is declared in the config file; change it there and reload (SIGHUP)",
-        )
-    return found
+def _filter(body: FilterBody) -> cases.FilterSpec:
+    return cases.FilterSpec(body.kinds, body.database_ids)
 
 
 @routes.get("/v1/log-destinations")
@@ -158,102 +142,70 @@ async def list_destinations(request: web.Request) -> web.Response:
 @routes.post("/v1/log-destinations")
 async def create_destination(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
-    control = _control(ctx)
+    ports = _ports(ctx)
     body: CreateBody = await _body(request, CreateBody)
-    kind = SINK_TYPES.get(body.type)
-    if kind is None:
-        raise bad_body("type", f"must be one of {', '.join(sorted(SINK_TYPES))}")
-    config = _config(body.type, body.config)
-    line_filter = _filter(ctx, body.filter)
-    await _check_address(control, body.type, config)
-    secret = body.secret
-    if secret is None and kind.secret_generated:
-        secret = SECRET_PREFIX + secrets.token_urlsafe(32)  # 32 random bytes
-    if secret is None and kind.secret_required:
-        raise bad_body("secret", f"a {body.type} destination needs its credential in `secret`")
-    dest_id = ID_PREFIX + secrets.token_hex(8)
-    now = ctx.clock.now()
-    dest = Destination(
-        id=dest_id,
-        type=body.type,
-        name=body.name,
-        enabled=body.enabled,
-        config=config,
-        filter=line_filter,
-        sealed_secret=control.seal_secret(secret, dest_id) if secret is not None else None,
-        created_at=now,
-        updated_at=now,
-    )
-    principal = request[PRINCIPAL]
-    state = await ctx.store.add_destination(dest, org=principal.org, actor=principal.actor)
-    await control.apply(dest_id)
-    out = await view(ctx, dest, state)
-    if kind.secret_generated:
-        out["secret"] = secret  # shown this once (SPEC 2.6)
+    draft = cases.Draft(body.type, body.name, body.enabled, body.config, _filter(body.filter), body.secret)
+    try:
+        created = await cases.create(ports, draft, _actor(request), _known_databases(ctx))
+    except cases.DestinationError as exc:
+        raise api_error(exc) from None
+    out = await view(ctx, created.dest, created.state)
+    if created.shown_secret is not None:
+        out["secret"] = created.shown_secret  # shown this once (SPEC 2.6)
     return json_response(out, status=201)
 
 
 @routes.get("/v1/log-destinations/{id}")
 async def get_destination(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
-    return json_response(await view(ctx, *await _found(ctx, request.match_info["id"])))
+    try:
+        found = await cases.found(ctx.store, request.match_info["id"])
+    except cases.DestinationError as exc:
+        raise api_error(exc) from None
+    return json_response(await view(ctx, *found))
 
 
 @routes.patch("/v1/log-destinations/{id}")
 async def change_destination(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
-    control = _control(ctx)
-    dest, _ = await _found_changeable(ctx, request.match_info["id"])
-    body: PatchBody = await _body(request, PatchBody)
-    given = sorted(body.model_fields_set)
-    if not given:
-        raise bad_body("", "give at least one of `name`, `enabled`, `config`, `filter`, `secret`")
-    changes: dict[str, Any] = {"updated_at": ctx.clock.now()}
-    if body.name is not None:
-        changes["name"] = body.name
-    if body.enabled is not None:
-        changes["enabled"] = body.enabled
-    if body.config is not None:
-        # `config` is replaced whole (its keys are few and depend on each other).
-        changes["config"] = _config(dest.type, body.config)
-        await _check_address(control, dest.type, changes["config"])
-    if body.filter is not None:
-        changes["filter"] = _filter(ctx, body.filter)
-    if "secret" in body.model_fields_set:
-        if body.secret is None:
+    ports = _ports(ctx)
+    try:
+        dest = await cases.changeable(ctx.store, request.match_info["id"])
+        body: PatchBody = await _body(request, PatchBody)
+        if not body.model_fields_set:
+            raise bad_body("", "give at least one of `name`, `enabled`, `config`, `filter`, `secret`")
+        if "secret" in body.model_fields_set and body.secret is None:
             raise bad_body("secret", "cannot be removed; give a new one")
-        changes["secret"] = control.seal_secret(body.secret, dest.id)
-    new = Destination(
-        id=dest.id,
-        type=dest.type,
-        name=changes.get("name", dest.name),
-        enabled=changes.get("enabled", dest.enabled),
-        config=changes.get("config", dest.config),
-        filter=changes.get("filter", dest.filter),
-        sealed_secret=changes.get("secret", dest.sealed_secret),
-        created_at=dest.created_at,
-        updated_at=changes["updated_at"],
-    )
-    principal = request[PRINCIPAL]
-    await ctx.store.change_destination(new, org=principal.org, actor=principal.actor, fields=given)
-    await control.apply(dest.id)
-    return json_response(await view(ctx, *await _found(ctx, dest.id)))
+        changes = cases.Changes(
+            name=body.name,
+            enabled=body.enabled,
+            config=body.config,
+            filter=_filter(body.filter) if body.filter is not None else None,
+            secret=body.secret,
+        )
+        await cases.change(ports, dest, changes, _actor(request), _known_databases(ctx))
+        found = await cases.found(ctx.store, dest.id)
+    except cases.DestinationError as exc:
+        raise api_error(exc) from None
+    return json_response(await view(ctx, *found))
 
 
 @routes.delete("/v1/log-destinations/{id}")
 async def delete_destination(request: web.Request) -> web.Response:
-    ctx = request.app[CONTEXT]
-    control = _control(ctx)
-    dest, _ = await _found_changeable(ctx, request.match_info["id"])
-    principal = request[PRINCIPAL]
-    await control.remove(dest)
-    await ctx.store.remove_destination(dest.id, org=principal.org, actor=principal.actor)
+    ports = _ports(request.app[CONTEXT])
+    try:
+        await cases.remove(ports, request.match_info["id"], _actor(request))
+    except cases.DestinationError as exc:
+        raise api_error(exc) from None
     return web.Response(status=204)
 
 
 @routes.post("/v1/log-destinations/{id}/test")
 async def test_destination(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
-    dest, _ = await _found(ctx, request.match_info["id"])
+    try:
+        dest, _ = await cases.found(ctx.store, request.match_info["id"])
+    except cases.DestinationError as exc:
+        raise api_error(exc) from None
     ok, error = await _control(ctx).test(dest)
     return json_response({"ok": True} if ok else {"ok": False, "error": error})

@@ -1,4 +1,8 @@
-"""Runs one Deliverer per enabled destination and applies API changes without a restart."""
+"""Runs one Deliverer per enabled destination and takes changes (API, config file) without a restart.
+
+What a destination is, and who may change it, is forwarder/usecases/destinations.py's business;
+this module owns the loops, the outbound HTTP session, the network guard and the secrets' box.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +13,11 @@ import logging
 import socket
 import ssl
 from collections.abc import Sequence
-from dataclasses import replace
 
 import aiohttp
 
 from forwarder import metrics
 from forwarder.clock import Clock, with_timeout
-from forwarder.config import DestinationConfig
 from forwarder.delivery.deliverer import Deliverer, combine, exchange, new_delivery_id
 from forwarder.delivery.netguard import (
     DnsResolver,
@@ -29,13 +31,12 @@ from forwarder.delivery.netguard import (
 )
 from forwarder.model import LogLine
 from forwarder.secrets import SecretBox
-from forwarder.sinks import build_sink, validated_config
+from forwarder.sinks import build_sink
 from forwarder.sinks._http import HttpSender
 from forwarder.sinks.base import Address, Outcome, OutLine, Sink, SinkEnv
 from forwarder.store import Store
-from forwarder.store.destinations import DeliveryState, Destination, LineFilter
+from forwarder.store.destinations import DeliveryState, Destination
 from forwarder.store.lines import Identity, encode_doc, splice_id
-from forwarder.store.state import DEFAULT_ORG
 
 log = logging.getLogger(__name__)
 
@@ -91,9 +92,11 @@ class DeliveryManager:
         return await open_checked_connection(host, port, self.resolver, self.allowed_networks, ssl_context)
 
     def open_secret(self, dest: Destination) -> str | None:
+        """The destination's secret in clear (None when it has none)."""
         return self._box.open(dest.sealed_secret, dest.id) if dest.sealed_secret else None
 
     def seal_secret(self, secret: str, dest_id: str) -> bytes:
+        """The secret encrypted for storage, bound to the destination's id."""
         return self._box.seal(secret, dest_id)
 
     def _sink(self, dest: Destination) -> Sink:
@@ -140,6 +143,7 @@ class DeliveryManager:
             self._start(*found)
 
     async def remove(self, dest: Destination) -> None:
+        """Stop the destination's loop and forget its metrics (before it leaves the store)."""
         await self._stop(dest.id)
         metrics.forget_destination(dest.id, dest.type)
 
@@ -171,77 +175,6 @@ class DeliveryManager:
         if outcome.status == "delivered" and not outcome.rejected_ids:
             return True, None
         return False, outcome.reason
-
-    async def sync_config(self, declared: Sequence[DestinationConfig]) -> None:
-        """Make the config-managed destinations match `declared`: create, change or remove them.
-
-        Only what changed restarts; a changed destination keeps its cursor (nothing is skipped or
-        sent twice), a new one starts at the head like one created through the API.
-        """
-        stored = {d.id: d for d, _ in await self._store.destinations()}
-        now = self._clock.now()
-        for dc in declared:
-            old = stored.get(dc.id)
-            if old is not None and old.managed_by != "config":
-                log.error(
-                    "a destination created through the API already has this id; the config's is ignored",
-                    extra={"destination_id": dc.id},
-                )
-                continue
-            secret = dc.read_secret()
-            config = validated_config(dc.type, dc.config)
-            line_filter = LineFilter.of(dc.filter.kinds, dc.filter.database_ids)
-            if old is not None and old.type != dc.type:  # another kind under the same id: a new destination
-                await self._remove_stored(old)
-                old = None
-            if old is None:
-                dest = Destination(
-                    id=dc.id,
-                    type=dc.type,
-                    name=dc.display_name(),
-                    enabled=dc.enabled,
-                    config=config,
-                    filter=line_filter,
-                    sealed_secret=self.seal_secret(secret, dc.id) if secret is not None else None,
-                    created_at=now,
-                    updated_at=now,
-                    managed_by="config",
-                )
-                await self._store.add_destination(dest, org=DEFAULT_ORG, actor="config")
-                log.info("destination added from the config", extra={"destination_id": dc.id, "type": dc.type})
-                await self.apply(dc.id)
-                continue
-            same = (
-                old.name == dc.display_name()
-                and old.enabled == dc.enabled
-                and old.config == config
-                and old.filter == line_filter
-                and self.open_secret(old) == secret
-            )
-            if same:
-                continue
-            sealed = self.seal_secret(secret, dc.id) if secret is not None else None
-            changed = replace(
-                old,
-                name=dc.display_name(),
-                enabled=dc.enabled,
-                config=config,
-                filter=line_filter,
-                sealed_secret=sealed,
-                updated_at=now,
-            )
-            await self._store.change_destination(changed, org=DEFAULT_ORG, actor="config", fields=["config"])
-            log.info("destination changed in the config; restarting it", extra={"destination_id": dc.id})
-            await self.apply(dc.id)
-        keep = {dc.id for dc in declared}
-        for dest in stored.values():
-            if dest.managed_by == "config" and dest.id not in keep:  # (a replaced kind was removed above)
-                await self._remove_stored(dest)
-                log.info("destination removed from the config", extra={"destination_id": dest.id})
-
-    async def _remove_stored(self, dest: Destination) -> None:
-        await self.remove(dest)
-        await self._store.remove_destination(dest.id, org=DEFAULT_ORG, actor="config")
 
     async def drain(self, grace_seconds: float) -> None:
         """Stop delivering: requests in flight may finish (and be recorded) for `grace_seconds`.

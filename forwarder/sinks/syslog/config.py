@@ -48,7 +48,8 @@ class SyslogConfig(BaseModel):
     tls: StrictBool = Field(
         True,
         description="Speak TLS (RFC 5425). false sends in clear text over TCP with the same framing (RFC 6587): "
-        "only for a relay on the operator's own network.",
+        "only for a relay on the operator's own network, so only the config file's [[destinations]] may set it "
+        "(the API refuses it).",
     )
     ca_certificate_pem: str | None = Field(
         None,
