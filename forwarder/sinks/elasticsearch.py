@@ -24,9 +24,22 @@ from urllib.parse import urlencode, urlsplit
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from forwarder.sinks._encode import TEXT_KEYS, cut_text, level, pack
+from forwarder.sinks._encode import TEXT_KEYS, cut_text, fit_json, level, pack
 from forwarder.sinks._http import classify_status, error_outcome
-from forwarder.sinks.base import DELIVERED, BatchLimits, HttpClient, Outcome, OutcomeStatus, OutLine, Request, Response
+from forwarder.sinks.base import (
+    DELIVERED,
+    BatchLimits,
+    HttpClient,
+    Outcome,
+    OutcomeStatus,
+    OutLine,
+    Request,
+    Response,
+    Sink,
+    SinkEnv,
+    url_address,
+)
+from forwarder.sinks.registry import SinkType, register
 
 DEFAULT_INDEX: Final = "logs-postgresql-default"
 # Both products refuse a request body over `http.max_content_length`, 100mb by default (HTTP
@@ -206,38 +219,8 @@ def document(fields: Mapping[str, Any]) -> dict[str, Any]:
 
 def fit_document(doc: Mapping[str, Any], budget: int) -> bytes:
     """The document serialized in at most `budget` bytes: its longest texts are cut to one common
-    length (ending in "...") until it fits. A line over the request limit is sent cut, not dropped."""
-    data = orjson.dumps(doc)
-    cut = dict(doc)
-    for _ in range(3):  # one round fits (see cut_cap); the others only guard against surprises
-        excess = len(data) - budget
-        if excess <= 0:
-            break
-        sizes = {k: len(v.encode()) for k in CUT_FIELDS if isinstance(v := cut.get(k), str)}
-        cap = cut_cap(list(sizes.values()), excess)
-        for key, size in sizes.items():
-            if size > cap:
-                cut[key] = cut_text(cut[key], cap)
-        data = orjson.dumps(cut)
-    return data
-
-
-def cut_cap(sizes: Sequence[int], excess: int) -> int:
-    """The largest cap (in bytes, at least MIN_CUT_BYTES) such that cutting every text over it to it
-    removes `excess` bytes: the longest texts shrink first and alike, the short ones stay whole.
-
-    A text cut to `cap` raw bytes (cut_text's "..." included) loses at least `size - cap` bytes of
-    its JSON form, as escaping only ever makes a text longer: so `sum(size - cap) >= excess` suffices.
-    """
-    ordered = sorted(sizes, reverse=True)
-    total = 0
-    for j, size in enumerate(ordered, start=1):
-        total += size
-        cap = (total - excess) // j
-        below = ordered[j] if j < len(ordered) else 0
-        if cap >= below:
-            return max(MIN_CUT_BYTES, cap)
-    return MIN_CUT_BYTES
+    length in bytes (ending in "...") until it fits. A line over the request limit is sent cut, not dropped."""
+    return fit_json(doc, budget, keys=CUT_FIELDS, share="bytes", floor=MIN_CUT_BYTES).data
 
 
 def bulk_entries(
@@ -418,3 +401,21 @@ class ElasticsearchSink:
 
     def __repr__(self) -> str:
         return f"ElasticsearchSink(url={self.config.url!r}, index={self.config.index!r}, secret=<hidden>)"
+
+
+def _build(config: ElasticsearchConfig, secret: str | None, env: SinkEnv) -> Sink:
+    if not secret:
+        raise ValueError("an elasticsearch destination needs its API key or password")
+    return ElasticsearchSink(config, secret, env.http, env.store_id)
+
+
+register(
+    SinkType(
+        kind=ElasticsearchSink.kind,
+        config=ElasticsearchConfig,
+        build=_build,
+        address=lambda c: url_address("url", c.url),
+        secret_required=True,
+        secret_generated=False,
+    )
+)

@@ -12,15 +12,16 @@ import pytest
 from pydantic import ValidationError
 
 from forwarder.model import LogLine
+from forwarder.sinks._encode import water_level
 from forwarder.sinks.base import DELIVERED, OutLine, Request, Response
 from forwarder.sinks.elasticsearch import (
     DEFAULT_MAX_REQUEST_BYTES,
     FILTER_PATH,
+    MIN_CUT_BYTES,
     ElasticsearchConfig,
     ElasticsearchSink,
     authorization,
     bulk_bodies,
-    cut_cap,
     document,
     document_id,
     index_problem,
@@ -257,7 +258,7 @@ def test_a_document_over_the_limit_is_cut_not_dropped() -> None:
     ],
 )
 def test_cut_cap(sizes: list[int], excess: int, cap: int) -> None:
-    assert cut_cap(sizes, excess) == cap
+    assert water_level(sizes, excess, MIN_CUT_BYTES) == cap
 
 
 def test_ten_thousand_long_lines_fit_and_each_id_goes_once() -> None:
