@@ -8,7 +8,7 @@ failure) answers 409 for what is already stored, and that counts as delivered: n
 
 The document is the line's SPEC 2.1 fields plus `@timestamp` and `log.level`, with `host` as the
 ECS object `{"name": ...}` (see `document`). Auth: `Authorization: ApiKey <secret>` (Elasticsearch
-API keys), or HTTP basic `<user>:<secret>` when `user` is set (OpenSearch has no API keys: its
+API keys), or HTTP basic `<username>:<secret>` when `username` is set (OpenSearch has no API keys: its
 security plugin authenticates internal users with basic auth; Elasticsearch accepts both).
 """
 
@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Final
 from urllib.parse import urlencode, urlsplit
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from forwarder.sinks._encode import TEXT_KEYS, cut_text, fit_json, level, pack
 from forwarder.sinks._http import classify_status, error_outcome
@@ -109,11 +109,14 @@ class ElasticsearchConfig(BaseModel):
         "naming scheme (<type>-<dataset>-<namespace>), which Elasticsearch's built-in logs-*-* template "
         "turns into a logs data stream.",
     )
-    user: str | None = Field(
+    username: str | None = Field(
         default=None,
+        # `user` is the key this setting had first: stored configs and config files may still use it.
+        validation_alias=AliasChoices("username", "user"),
         min_length=1,
         max_length=256,
-        description="With a user: HTTP basic auth as <user>:<secret> (OpenSearch, or an Elasticsearch user). "
+        description="With a user name: HTTP basic auth as <username>:<secret> (OpenSearch, or an Elasticsearch "
+        "user); `user` is accepted too. "
         "Without: the secret is an Elasticsearch API key, sent as `Authorization: ApiKey <secret>`.",
     )
     pipeline: str | None = Field(
@@ -146,7 +149,7 @@ class ElasticsearchConfig(BaseModel):
             raise ValueError(f"index name {problem}")
         return name
 
-    @field_validator("user")
+    @field_validator("username")
     @classmethod
     def _user(cls, user: str | None) -> str | None:
         # RFC 7617 section 2: the user-id of basic auth cannot contain a colon.
@@ -357,7 +360,7 @@ class ElasticsearchSink:
         self.config = config
         self._http = http
         self._store_id = store_id
-        self._auth = authorization(config.user, secret)
+        self._auth = authorization(config.username, secret)
         # Never shown: the secret as given and as it travels.
         self._hidden = tuple(s for s in {secret, self._auth.split(" ", 1)[1]} if s)
         self._url = config.bulk_url

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from forwarder.model import SPEC_FIELDS, parse_time
 from forwarder.sinks._encode import TEXT_KEYS, cut_text, fit_json, level, line_text
@@ -93,11 +93,13 @@ class LokiConfig(BaseModel):
         description="Base URL of Loki (or of its gateway), e.g. https://logs-prod-012.grafana.net; "
         "lines go to <url>/loki/api/v1/push. A URL already ending in /loki/api/v1/push is used as is.",
     )
-    user: str | None = Field(
+    username: str | None = Field(
         default=None,
+        # `user` is the key this setting had first: stored configs and config files may still use it.
+        validation_alias=AliasChoices("username", "user"),
         min_length=1,
         max_length=256,
-        description="User for HTTP basic auth (the secret is its password or token). "
+        description="User name for HTTP basic auth (the secret is its password or token); `user` is accepted too. "
         "Without a user, a secret is sent as `Authorization: Bearer <secret>`; without a secret, no auth.",
     )
     tenant_id: str | None = Field(
@@ -130,7 +132,7 @@ class LokiConfig(BaseModel):
             raise ValueError("give the base URL without a query or fragment; /loki/api/v1/push is appended")
         return value
 
-    @field_validator("user")
+    @field_validator("username")
     @classmethod
     def _user_shape(cls, value: str | None) -> str | None:
         # RFC 7617 section 2: a user-id containing a colon cannot be sent in basic auth.
@@ -377,7 +379,7 @@ class LokiSink:
     def __init__(self, config: LokiConfig, secret: str | None, http: HttpClient) -> None:
         self.config = config
         self._http = http
-        self._authorization = authorization(config.user, secret)
+        self._authorization = authorization(config.username, secret)
         headers = [("Content-Type", "application/json"), ("Content-Encoding", "gzip")]
         if config.tenant_id:
             headers.append(("X-Scope-OrgID", config.tenant_id))
@@ -411,7 +413,7 @@ class LokiSink:
 
     def __repr__(self) -> str:
         secret = "<hidden>" if self._authorization else None
-        return f"LokiSink(url={self.config.push_url!r}, user={self.config.user!r}, secret={secret})"
+        return f"LokiSink(url={self.config.push_url!r}, username={self.config.username!r}, secret={secret})"
 
 
 def _build(config: LokiConfig, secret: str | None, env: SinkEnv) -> Sink:

@@ -79,7 +79,7 @@ def test_bulk_url(config: dict[str, Any], bulk_url: str) -> None:
 
 def test_config_defaults() -> None:
     c = ElasticsearchConfig(url="https://es.example.com")
-    assert (c.index, c.user, c.pipeline, c.max_request_bytes) == ("logs-postgresql-default", None, None, 5 << 20)
+    assert (c.index, c.username, c.pipeline, c.max_request_bytes) == ("logs-postgresql-default", None, None, 5 << 20)
     assert c.model_dump(exclude_none=True) == {
         "url": "https://es.example.com",
         "index": "logs-postgresql-default",
@@ -107,6 +107,7 @@ def test_config_defaults() -> None:
         ({"index": ""}, "index"),
         ({"user": "a:b"}, "user"),
         ({"user": "a\nb"}, "user"),
+        ({"username": "a:b"}, "username"),
         ({"pipeline": "a b"}, "pipeline"),
         ({"pipeline": "a&x=1"}, "pipeline"),
         ({"max_request_bytes": 1000}, "max_request_bytes"),
