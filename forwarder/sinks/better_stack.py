@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from forwarder.model import parse_time
 from forwarder.sinks._encode import fit_json, json_arrays, level
-from forwarder.sinks._http import classify_status, error_outcome
+from forwarder.sinks._http import classify_status, error_outcome, without_secrets
 from forwarder.sinks.base import (
     BatchLimits,
     HttpClient,
@@ -156,7 +156,7 @@ class BetterStackSink:
         # token is fixed (the error is shown on the destination meanwhile).
         if response is None:
             return error_outcome(error or RuntimeError("no response"))
-        return classify_status(response)
+        return without_secrets(classify_status(response), (self._token,))
 
     async def aclose(self) -> None:
         return None

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from forwarder.model import parse_time
 from forwarder.sinks._encode import fit_json, json_arrays, level, line_text
-from forwarder.sinks._http import classify_status, error_outcome
+from forwarder.sinks._http import classify_status, error_outcome, without_secrets
 from forwarder.sinks.base import (
     BatchLimits,
     HttpClient,
@@ -173,7 +173,7 @@ class DatadogSink:
     def classify(self, request: Request, response: Response | None, error: BaseException | None) -> Outcome:
         if response is None:
             return error_outcome(error or RuntimeError("no response"))
-        outcome = classify_status(response)
+        outcome = without_secrets(classify_status(response), (self._api_key,))
         if response.status in REJECTED_STATUSES:
             return dataclasses.replace(outcome, status="rejected", retry_after=None)
         return outcome

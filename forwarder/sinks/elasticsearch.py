@@ -25,7 +25,7 @@ import orjson
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from forwarder.sinks._encode import TEXT_KEYS, cut_text, fit_json, level, pack
-from forwarder.sinks._http import classify_status, error_outcome
+from forwarder.sinks._http import classify_status, error_outcome, without_secrets
 from forwarder.sinks.base import (
     DELIVERED,
     BatchLimits,
@@ -391,13 +391,7 @@ class ElasticsearchSink:
             outcome = judge_bulk(request.line_ids, doc_ids, response.body)
         else:
             outcome = judge_status(response, len(request.body))
-        return self._without_secret(outcome)
-
-    def _without_secret(self, outcome: Outcome) -> Outcome:
-        reason = outcome.reason
-        for hidden in self._hidden:
-            reason = reason.replace(hidden, "<hidden>")
-        return outcome if reason == outcome.reason else dataclasses.replace(outcome, reason=reason)
+        return without_secrets(outcome, self._hidden)
 
     async def aclose(self) -> None:
         return None

@@ -29,7 +29,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from forwarder.model import SPEC_FIELDS, parse_time
 from forwarder.sinks._encode import TEXT_KEYS, cut_text, fit_json, level, line_text
-from forwarder.sinks._http import classify_status, error_outcome
+from forwarder.sinks._http import classify_status, error_outcome, without_secrets
 from forwarder.sinks.base import (
     DELIVERED,
     BatchLimits,
@@ -380,6 +380,8 @@ class LokiSink:
         self.config = config
         self._http = http
         self._authorization = authorization(config.username, secret)
+        # Never shown: the secret as given and as it travels.
+        self._hidden = (secret or "", (self._authorization or " ").split(" ", 1)[1])
         headers = [("Content-Type", "application/json"), ("Content-Encoding", "gzip")]
         if config.tenant_id:
             headers.append(("X-Scope-OrgID", config.tenant_id))
@@ -406,7 +408,7 @@ class LokiSink:
     def classify(self, request: Request, response: Response | None, error: BaseException | None) -> Outcome:
         if response is None:
             return error_outcome(error or RuntimeError("no response"))
-        return classify_push(response)
+        return without_secrets(classify_push(response), self._hidden)
 
     async def aclose(self) -> None:
         return None

@@ -16,7 +16,7 @@ from typing import ClassVar, Final
 from pydantic import BaseModel, ConfigDict, Field
 
 from forwarder.model import format_time
-from forwarder.sinks._http import classify_status, error_outcome
+from forwarder.sinks._http import classify_status, error_outcome, without_secrets
 from forwarder.sinks.base import (
     BatchLimits,
     HttpClient,
@@ -85,7 +85,7 @@ class WebhookSink:
     def classify(self, request: Request, response: Response | None, error: BaseException | None) -> Outcome:
         if response is None:
             return error_outcome(error or RuntimeError("no response"))
-        return classify_status(response)
+        return without_secrets(classify_status(response), (self._secret,))
 
     async def aclose(self) -> None:
         return None
