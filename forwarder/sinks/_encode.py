@@ -5,8 +5,10 @@ Pure functions; each kind's `encode` composes them with its own body shape.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, TypeVar
+from dataclasses import dataclass
+from typing import Any, Final, Literal, TypeVar
 
 import orjson
 
@@ -95,29 +97,79 @@ def pack(items: Sequence[tuple[T, int]], max_items: int, max_bytes: int, per_ite
     return groups
 
 
-def fit_json(
-    fields: Mapping[str, Any], render: Callable[[dict[str, Any]], bytes], max_bytes: int, copies: int = 1
-) -> bytes:
-    """`render(fields)`, with the longest text field cut (ending in "...") until it fits `max_bytes`.
+def water_level(sizes: Sequence[int], need: int, floor: int = 0) -> int:
+    """The largest cap (at least `floor`) such that cutting every size above it down to it frees
+    `need`: the largest shrink first and alike, the small ones stay whole."""
+    ordered = sorted(sizes, reverse=True)
+    total = 0
+    for j, size in enumerate(ordered, start=1):
+        total += size
+        cap = (total - need) // j
+        if cap >= (ordered[j] if j < len(ordered) else 0):
+            return max(floor, cap)
+    return floor
 
-    `copies` is how often a text appears in the rendered item (Datadog repeats it in `message`).
-    A line is sent cut rather than dropped; its start, the part that says what happened, stays.
+
+Share = Literal["json", "bytes"]
+
+
+@dataclass(frozen=True, slots=True)
+class Fitted:
+    """What `fit_json` made: the rendered bytes and the fields they were rendered from (texts cut)."""
+
+    data: bytes
+    fields: Mapping[str, Any]
+    cut: bool  # some text was cut
+
+
+def fit_json(
+    fields: Mapping[str, Any],
+    max_bytes: int,
+    render: Callable[[Mapping[str, Any]], bytes] = orjson.dumps,
+    keys: Sequence[str] = TEXT_KEYS,
+    *,
+    share: Share = "json",
+    floor: int = len(_MARKER),
+) -> Fitted:
+    """`render(fields)` in at most `max_bytes`, its longest texts among `keys` cut (each ending in
+    "...") to one common size until it fits. A line is sent cut rather than dropped; the start of
+    each text, the part that says what happened, stays.
+
+    `share` is what the cut texts are made equal in: their size in JSON (escapes counted; cut to
+    fill `max_bytes` closely) or their UTF-8 bytes (a lower bound of their cost: cut in one round,
+    often below `max_bytes`). No text is cut below `floor` in that measure: past it the result may
+    stay over `max_bytes` (never for a stored line, whose other fields are small); the caller decides.
     """
     cut = dict(fields)
     data = render(cut)
+    changed = False
     while len(data) > max_bytes:
-        key = max(TEXT_KEYS, key=lambda k: len(str(cut.get(k) or "").encode()))
-        text = str(cut.get(key) or "")
-        size = len(text.encode())
-        if size <= len(_MARKER):
-            break  # nothing left to cut (never for a stored line)
-        over = len(data) - max_bytes
-        # JSON escapes make a byte of text up to six in the item: cut by what one byte of this
-        # text costs there, then measure again.
-        cost = copies * (len(orjson.dumps(text)) - 2) / size
-        cut[key] = cut_text(text, max(len(_MARKER), size - int(over / cost) - 16))
+        texts = {k: v for k in keys if isinstance(v := cut.get(k), str) and v}
+        sizes = {k: len(t.encode()) for k, t in texts.items()}
+        measure = {k: len(orjson.dumps(t)) - 2 if share == "json" else sizes[k] for k, t in texts.items()}
+        per_unit = 1.0  # UTF-8 bytes: JSON only ever makes a text longer, so one round frees enough
+        if share == "json":
+            # A unit of the JSON size may cost more in the render: escaped again (JSON inside a
+            # JSON string), or a text the render repeats (Datadog's `message`). Measured against
+            # the same render without the texts, then assumed alike for every text.
+            bare = len(render({**cut, **{k: "" for k in texts}}))
+            total = sum(measure.values())
+            per_unit = (len(data) - bare) / total if total and len(data) > bare else 1.0
+        cap = water_level(list(measure.values()), math.ceil((len(data) - max_bytes) / per_unit), floor)
+        progress = False
+        for key, text in texts.items():
+            size, room = sizes[key], measure[key]
+            if room <= cap or size <= len(_MARKER):
+                continue
+            # Keep a prefix whose measure and the marker's make `cap`; escapes scale with the text.
+            keep = (cap - len(_MARKER)) * size // room + len(_MARKER)
+            cut[key] = cut_text(text, max(len(_MARKER), min(size - 1, keep)))
+            progress = True
+        if not progress:
+            break
+        changed = True
         data = render(cut)
-    return data
+    return Fitted(data, cut, changed)
 
 
 def json_array(items: Sequence[bytes]) -> bytes:

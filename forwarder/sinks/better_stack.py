@@ -17,8 +17,19 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from forwarder.model import parse_time
 from forwarder.sinks._encode import fit_json, json_arrays, level
-from forwarder.sinks._http import classify_status, error_outcome
-from forwarder.sinks.base import BatchLimits, HttpClient, Outcome, OutLine, Request, Response
+from forwarder.sinks._http import classify_status, error_outcome, without_secrets
+from forwarder.sinks.base import (
+    BatchLimits,
+    HttpClient,
+    Outcome,
+    OutLine,
+    Request,
+    Response,
+    Sink,
+    SinkEnv,
+    url_address,
+)
+from forwarder.sinks.registry import SinkType, register
 
 # "Ingesting logs", Request limits: "The maximum allowed size of a single request ... is 10 MiB of
 # compressed data" and "Each log record is limited to 10 MiB maximum uncompressed size". The page
@@ -107,7 +118,7 @@ def encode_event(doc: bytes, fields: Mapping[str, Any], max_bytes: int = MAX_ITE
     data = doc[:-1] + b"," + extra[1:]
     if len(data) <= max_bytes:
         return data
-    return fit_json(fields, lambda cut: orjson.dumps({**cut, **extra_fields(cut)}), max_bytes)
+    return fit_json(fields, max_bytes, lambda cut: orjson.dumps({**cut, **extra_fields(cut)})).data
 
 
 # --- send and classify ----------------------------------------------------------------------------
@@ -145,10 +156,28 @@ class BetterStackSink:
         # token is fixed (the error is shown on the destination meanwhile).
         if response is None:
             return error_outcome(error or RuntimeError("no response"))
-        return classify_status(response)
+        return without_secrets(classify_status(response), (self._token,))
 
     async def aclose(self) -> None:
         return None
 
     def __repr__(self) -> str:
         return f"BetterStackSink(url={self.config.endpoint!r}, token=<hidden>)"
+
+
+def _build(config: BetterStackConfig, secret: str | None, env: SinkEnv) -> Sink:
+    if not secret:
+        raise ValueError("a better_stack destination needs its source token")
+    return BetterStackSink(config, secret, env.http)
+
+
+register(
+    SinkType(
+        kind=BetterStackSink.kind,
+        config=BetterStackConfig,
+        build=_build,
+        address=lambda c: url_address("url" if c.url else "host", c.endpoint),
+        secret_required=True,
+        secret_generated=False,
+    )
+)

@@ -19,8 +19,19 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from forwarder.model import parse_time
 from forwarder.sinks._encode import fit_json, json_arrays, level, line_text
-from forwarder.sinks._http import classify_status, error_outcome
-from forwarder.sinks.base import BatchLimits, HttpClient, Outcome, OutLine, Request, Response
+from forwarder.sinks._http import classify_status, error_outcome, without_secrets
+from forwarder.sinks.base import (
+    BatchLimits,
+    HttpClient,
+    Outcome,
+    OutLine,
+    Request,
+    Response,
+    Sink,
+    SinkEnv,
+    url_address,
+)
+from forwarder.sinks.registry import SinkType, register
 
 # "Send logs" (API v2), Overview: limits per HTTP request. "5MB" and "1MB" are read as decimal
 # megabytes, the smaller reading, so a request never trips the intake's own count.
@@ -124,8 +135,7 @@ def encode_item(fields: Mapping[str, Any], max_bytes: int = MAX_ITEM_BYTES) -> b
     "Send logs": a log over 1MB is accepted and truncated by the intake; cutting it here keeps the
     request within 5MB and decides which part stays (the start of each text, ending in "...").
     """
-    # The text is in the item twice: nested, and in `message`.
-    return fit_json(fields, lambda cut: orjson.dumps(log_item(cut)), max_bytes, copies=2)
+    return fit_json(fields, max_bytes, lambda cut: orjson.dumps(log_item(cut))).data
 
 
 # --- send and classify ----------------------------------------------------------------------------
@@ -163,7 +173,7 @@ class DatadogSink:
     def classify(self, request: Request, response: Response | None, error: BaseException | None) -> Outcome:
         if response is None:
             return error_outcome(error or RuntimeError("no response"))
-        outcome = classify_status(response)
+        outcome = without_secrets(classify_status(response), (self._api_key,))
         if response.status in REJECTED_STATUSES:
             return dataclasses.replace(outcome, status="rejected", retry_after=None)
         return outcome
@@ -173,3 +183,21 @@ class DatadogSink:
 
     def __repr__(self) -> str:
         return f"DatadogSink(url={self.config.intake_url!r}, api_key=<hidden>)"
+
+
+def _build(config: DatadogConfig, secret: str | None, env: SinkEnv) -> Sink:
+    if not secret:
+        raise ValueError("a datadog destination needs its API key")
+    return DatadogSink(config, secret, env.http)
+
+
+register(
+    SinkType(
+        kind=DatadogSink.kind,
+        config=DatadogConfig,
+        build=_build,
+        address=lambda c: url_address("url" if c.url else "site", c.intake_url),
+        secret_required=True,
+        secret_generated=False,
+    )
+)

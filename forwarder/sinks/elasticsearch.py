@@ -8,7 +8,7 @@ failure) answers 409 for what is already stored, and that counts as delivered: n
 
 The document is the line's SPEC 2.1 fields plus `@timestamp` and `log.level`, with `host` as the
 ECS object `{"name": ...}` (see `document`). Auth: `Authorization: ApiKey <secret>` (Elasticsearch
-API keys), or HTTP basic `<user>:<secret>` when `user` is set (OpenSearch has no API keys: its
+API keys), or HTTP basic `<username>:<secret>` when `username` is set (OpenSearch has no API keys: its
 security plugin authenticates internal users with basic auth; Elasticsearch accepts both).
 """
 
@@ -22,11 +22,24 @@ from typing import Any, ClassVar, Final
 from urllib.parse import urlencode, urlsplit
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
-from forwarder.sinks._encode import TEXT_KEYS, cut_text, level, pack
-from forwarder.sinks._http import classify_status, error_outcome
-from forwarder.sinks.base import DELIVERED, BatchLimits, HttpClient, Outcome, OutcomeStatus, OutLine, Request, Response
+from forwarder.sinks._encode import TEXT_KEYS, cut_text, fit_json, level, pack
+from forwarder.sinks._http import classify_status, error_outcome, without_secrets
+from forwarder.sinks.base import (
+    DELIVERED,
+    BatchLimits,
+    HttpClient,
+    Outcome,
+    OutcomeStatus,
+    OutLine,
+    Request,
+    Response,
+    Sink,
+    SinkEnv,
+    url_address,
+)
+from forwarder.sinks.registry import SinkType, register
 
 DEFAULT_INDEX: Final = "logs-postgresql-default"
 # Both products refuse a request body over `http.max_content_length`, 100mb by default (HTTP
@@ -96,11 +109,14 @@ class ElasticsearchConfig(BaseModel):
         "naming scheme (<type>-<dataset>-<namespace>), which Elasticsearch's built-in logs-*-* template "
         "turns into a logs data stream.",
     )
-    user: str | None = Field(
+    username: str | None = Field(
         default=None,
+        # `user` is the key this setting had first: stored configs and config files may still use it.
+        validation_alias=AliasChoices("username", "user"),
         min_length=1,
         max_length=256,
-        description="With a user: HTTP basic auth as <user>:<secret> (OpenSearch, or an Elasticsearch user). "
+        description="With a user name: HTTP basic auth as <username>:<secret> (OpenSearch, or an Elasticsearch "
+        "user); `user` is accepted too. "
         "Without: the secret is an Elasticsearch API key, sent as `Authorization: ApiKey <secret>`.",
     )
     pipeline: str | None = Field(
@@ -133,7 +149,7 @@ class ElasticsearchConfig(BaseModel):
             raise ValueError(f"index name {problem}")
         return name
 
-    @field_validator("user")
+    @field_validator("username")
     @classmethod
     def _user(cls, user: str | None) -> str | None:
         # RFC 7617 section 2: the user-id of basic auth cannot contain a colon.
@@ -206,38 +222,8 @@ def document(fields: Mapping[str, Any]) -> dict[str, Any]:
 
 def fit_document(doc: Mapping[str, Any], budget: int) -> bytes:
     """The document serialized in at most `budget` bytes: its longest texts are cut to one common
-    length (ending in "...") until it fits. A line over the request limit is sent cut, not dropped."""
-    data = orjson.dumps(doc)
-    cut = dict(doc)
-    for _ in range(3):  # one round fits (see cut_cap); the others only guard against surprises
-        excess = len(data) - budget
-        if excess <= 0:
-            break
-        sizes = {k: len(v.encode()) for k in CUT_FIELDS if isinstance(v := cut.get(k), str)}
-        cap = cut_cap(list(sizes.values()), excess)
-        for key, size in sizes.items():
-            if size > cap:
-                cut[key] = cut_text(cut[key], cap)
-        data = orjson.dumps(cut)
-    return data
-
-
-def cut_cap(sizes: Sequence[int], excess: int) -> int:
-    """The largest cap (in bytes, at least MIN_CUT_BYTES) such that cutting every text over it to it
-    removes `excess` bytes: the longest texts shrink first and alike, the short ones stay whole.
-
-    A text cut to `cap` raw bytes (cut_text's "..." included) loses at least `size - cap` bytes of
-    its JSON form, as escaping only ever makes a text longer: so `sum(size - cap) >= excess` suffices.
-    """
-    ordered = sorted(sizes, reverse=True)
-    total = 0
-    for j, size in enumerate(ordered, start=1):
-        total += size
-        cap = (total - excess) // j
-        below = ordered[j] if j < len(ordered) else 0
-        if cap >= below:
-            return max(MIN_CUT_BYTES, cap)
-    return MIN_CUT_BYTES
+    length in bytes (ending in "...") until it fits. A line over the request limit is sent cut, not dropped."""
+    return fit_json(doc, budget, keys=CUT_FIELDS, share="bytes", floor=MIN_CUT_BYTES).data
 
 
 def bulk_entries(
@@ -374,7 +360,7 @@ class ElasticsearchSink:
         self.config = config
         self._http = http
         self._store_id = store_id
-        self._auth = authorization(config.user, secret)
+        self._auth = authorization(config.username, secret)
         # Never shown: the secret as given and as it travels.
         self._hidden = tuple(s for s in {secret, self._auth.split(" ", 1)[1]} if s)
         self._url = config.bulk_url
@@ -405,16 +391,28 @@ class ElasticsearchSink:
             outcome = judge_bulk(request.line_ids, doc_ids, response.body)
         else:
             outcome = judge_status(response, len(request.body))
-        return self._without_secret(outcome)
-
-    def _without_secret(self, outcome: Outcome) -> Outcome:
-        reason = outcome.reason
-        for hidden in self._hidden:
-            reason = reason.replace(hidden, "<hidden>")
-        return outcome if reason == outcome.reason else dataclasses.replace(outcome, reason=reason)
+        return without_secrets(outcome, self._hidden)
 
     async def aclose(self) -> None:
         return None
 
     def __repr__(self) -> str:
         return f"ElasticsearchSink(url={self.config.url!r}, index={self.config.index!r}, secret=<hidden>)"
+
+
+def _build(config: ElasticsearchConfig, secret: str | None, env: SinkEnv) -> Sink:
+    if not secret:
+        raise ValueError("an elasticsearch destination needs its API key or password")
+    return ElasticsearchSink(config, secret, env.http, env.store_id)
+
+
+register(
+    SinkType(
+        kind=ElasticsearchSink.kind,
+        config=ElasticsearchConfig,
+        build=_build,
+        address=lambda c: url_address("url", c.url),
+        secret_required=True,
+        secret_generated=False,
+    )
+)

@@ -25,12 +25,24 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from forwarder.model import SPEC_FIELDS, parse_time
-from forwarder.sinks._encode import TEXT_KEYS, cut_text, level, line_text
-from forwarder.sinks._http import classify_status, error_outcome
-from forwarder.sinks.base import DELIVERED, BatchLimits, HttpClient, Outcome, OutLine, Request, Response
+from forwarder.sinks._encode import TEXT_KEYS, cut_text, fit_json, level, line_text
+from forwarder.sinks._http import classify_status, error_outcome, without_secrets
+from forwarder.sinks.base import (
+    DELIVERED,
+    BatchLimits,
+    HttpClient,
+    Outcome,
+    OutLine,
+    Request,
+    Response,
+    Sink,
+    SinkEnv,
+    url_address,
+)
+from forwarder.sinks.registry import SinkType, register
 
 PUSH_PATH: Final = "/loki/api/v1/push"
 
@@ -60,7 +72,6 @@ GZIP_LEVEL: Final = 1  # log text compresses well at level 1, for a fraction of 
 SOURCE: Final = "service"  # the `source` label's value, as SPEC 6.2 writes it
 TRUNCATED: Final = "truncated"  # metadata key present ("true") when encode cut something to fit
 LINE_KEY: Final = "line"  # the text's key in a JSON line (structured_metadata: false)
-_MARKER_BYTES: Final = 3  # cut_text's "..."
 
 # The SPEC 2.1 fields a label or the line text does not carry exactly, in SPEC order. `time` is the
 # entry's timestamp; host, database_name and kind are labels; the texts are the line.
@@ -82,11 +93,13 @@ class LokiConfig(BaseModel):
         description="Base URL of Loki (or of its gateway), e.g. https://logs-prod-012.grafana.net; "
         "lines go to <url>/loki/api/v1/push. A URL already ending in /loki/api/v1/push is used as is.",
     )
-    user: str | None = Field(
+    username: str | None = Field(
         default=None,
+        # `user` is the key this setting had first: stored configs and config files may still use it.
+        validation_alias=AliasChoices("username", "user"),
         min_length=1,
         max_length=256,
-        description="User for HTTP basic auth (the secret is its password or token). "
+        description="User name for HTTP basic auth (the secret is its password or token); `user` is accepted too. "
         "Without a user, a secret is sent as `Authorization: Bearer <secret>`; without a secret, no auth.",
     )
     tenant_id: str | None = Field(
@@ -119,7 +132,7 @@ class LokiConfig(BaseModel):
             raise ValueError("give the base URL without a query or fragment; /loki/api/v1/push is appended")
         return value
 
-    @field_validator("user")
+    @field_validator("username")
     @classmethod
     def _user_shape(cls, value: str | None) -> str | None:
         # RFC 7617 section 2: a user-id containing a colon cannot be sent in basic auth.
@@ -233,12 +246,11 @@ def stream_cost(labels: Labels) -> int:
     return len(stream_head(labels)) + 2 + 1
 
 
-def _entry_data(ts: int, text: str, extra: Mapping[str, Any], structured: bool) -> tuple[bytes, int]:
-    """The serialized value and its line's size in bytes."""
+def _entry_data(ts: int, text: str, extra: Mapping[str, Any], structured: bool) -> bytes:
+    """The serialized value: `[ns, text, metadata]`, or `[ns, JSON line]` without structured metadata."""
     if structured:
-        return orjson.dumps([str(ts), text, extra]), len(text.encode())
-    line = orjson.dumps({LINE_KEY: text, **extra})
-    return orjson.dumps([str(ts), line.decode()]), len(line)
+        return orjson.dumps([str(ts), text, extra])
+    return orjson.dumps([str(ts), orjson.dumps({LINE_KEY: text, **extra}).decode()])
 
 
 def encode_entry(fields: Mapping[str, Any], line_id: int, config: LokiConfig) -> Entry:
@@ -254,23 +266,22 @@ def encode_entry(fields: Mapping[str, Any], line_id: int, config: LokiConfig) ->
     text = line_text(fields)
     if len(text) > config.max_line_bytes:  # characters are at least one byte: cut before serializing
         text, cut = cut_text(text, config.max_line_bytes), True
+    structured = config.structured_metadata
+    marked = {**extra, TRUNCATED: "true" if structured else True}
+
+    def meta(value: Mapping[str, Any]) -> dict[str, Any]:
+        return marked if cut or value[LINE_KEY] != text else extra
+
+    def line(value: Mapping[str, Any]) -> bytes:
+        return value[LINE_KEY].encode() if structured else orjson.dumps({LINE_KEY: value[LINE_KEY], **meta(value)})
+
+    def entry(value: Mapping[str, Any]) -> bytes:
+        return _entry_data(ts, value[LINE_KEY], meta(value), structured)
+
+    keys = (LINE_KEY,)
+    fitted = fit_json({LINE_KEY: text}, config.max_line_bytes, line, keys, share="bytes" if structured else "json")
     budget = config.max_push_bytes - _ENVELOPE - stream_cost(labels)
-    while True:
-        if cut:
-            extra[TRUNCATED] = "true" if config.structured_metadata else True
-        data, line_bytes = _entry_data(ts, text, extra, config.structured_metadata)
-        size = len(text.encode())
-        if (line_bytes <= config.max_line_bytes and len(data) <= budget) or size <= _MARKER_BYTES:
-            return Entry(line_id, labels, ts, data)
-        # JSON escapes make a byte of text cost 1 to 12 bytes: cut the text in proportion to what it
-        # costs now, measured against the same entry with no text. Each round cuts, so this ends.
-        empty_data, empty_line = _entry_data(ts, "", extra, config.structured_metadata)
-        share = 1.0
-        if line_bytes > config.max_line_bytes:
-            share = (config.max_line_bytes - empty_line) / (line_bytes - empty_line)
-        if len(data) > budget:
-            share = min(share, (budget - len(empty_data)) / (len(data) - len(empty_data)))
-        text, cut = cut_text(text, max(_MARKER_BYTES, min(size - 1, int(size * share)))), True
+    return Entry(line_id, labels, ts, fit_json(fitted.fields, budget, entry, keys).data)
 
 
 def split_pushes(entries: Sequence[Entry], max_bytes: int) -> list[list[Entry]]:
@@ -368,7 +379,9 @@ class LokiSink:
     def __init__(self, config: LokiConfig, secret: str | None, http: HttpClient) -> None:
         self.config = config
         self._http = http
-        self._authorization = authorization(config.user, secret)
+        self._authorization = authorization(config.username, secret)
+        # Never shown: the secret as given and as it travels.
+        self._hidden = (secret or "", (self._authorization or " ").split(" ", 1)[1])
         headers = [("Content-Type", "application/json"), ("Content-Encoding", "gzip")]
         if config.tenant_id:
             headers.append(("X-Scope-OrgID", config.tenant_id))
@@ -395,11 +408,28 @@ class LokiSink:
     def classify(self, request: Request, response: Response | None, error: BaseException | None) -> Outcome:
         if response is None:
             return error_outcome(error or RuntimeError("no response"))
-        return classify_push(response)
+        return without_secrets(classify_push(response), self._hidden)
 
     async def aclose(self) -> None:
         return None
 
     def __repr__(self) -> str:
         secret = "<hidden>" if self._authorization else None
-        return f"LokiSink(url={self.config.push_url!r}, user={self.config.user!r}, secret={secret})"
+        return f"LokiSink(url={self.config.push_url!r}, username={self.config.username!r}, secret={secret})"
+
+
+def _build(config: LokiConfig, secret: str | None, env: SinkEnv) -> Sink:
+    # A Loki on a private network often has no auth: then there is no secret and no Authorization.
+    return LokiSink(config, secret, env.http)
+
+
+register(
+    SinkType(
+        kind=LokiSink.kind,
+        config=LokiConfig,
+        build=_build,
+        address=lambda c: url_address("url", c.url),
+        secret_required=False,
+        secret_generated=False,
+    )
+)

@@ -16,8 +16,19 @@ from typing import ClassVar, Final
 from pydantic import BaseModel, ConfigDict, Field
 
 from forwarder.model import format_time
-from forwarder.sinks._http import classify_status, error_outcome
-from forwarder.sinks.base import BatchLimits, HttpClient, Outcome, OutLine, Request, Response
+from forwarder.sinks._http import classify_status, error_outcome, without_secrets
+from forwarder.sinks.base import (
+    BatchLimits,
+    HttpClient,
+    Outcome,
+    OutLine,
+    Request,
+    Response,
+    Sink,
+    SinkEnv,
+    url_address,
+)
+from forwarder.sinks.registry import SinkType, register
 
 MAX_LINES: Final = 500  # SPEC 8: at most 500 lines per batch
 MAX_BYTES: Final = 10 * 1024 * 1024
@@ -74,10 +85,28 @@ class WebhookSink:
     def classify(self, request: Request, response: Response | None, error: BaseException | None) -> Outcome:
         if response is None:
             return error_outcome(error or RuntimeError("no response"))
-        return classify_status(response)
+        return without_secrets(classify_status(response), (self._secret,))
 
     async def aclose(self) -> None:
         return None
 
     def __repr__(self) -> str:
         return f"WebhookSink(url={self.config.url!r}, secret=<hidden>)"
+
+
+def _build(config: WebhookConfig, secret: str | None, env: SinkEnv) -> Sink:
+    if not secret:
+        raise ValueError("a webhook needs its signing secret")
+    return WebhookSink(config, secret, env.http)
+
+
+register(
+    SinkType(
+        kind=WebhookSink.kind,
+        config=WebhookConfig,
+        build=_build,
+        address=lambda c: url_address("url", c.url),
+        secret_required=True,
+        secret_generated=True,
+    )
+)

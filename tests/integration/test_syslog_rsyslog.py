@@ -28,7 +28,8 @@ from forwarder.sinks._encode import line_text
 from forwarder.sinks.base import OutLine
 from forwarder.sinks.syslog import header, structured_data, syslog_message
 from tests.linegen import AWKWARD, mixed_lines
-from tests.unit.delivery.test_syslog import CLIENT_CA, CLIENT_CERT_PEM, CLIENT_KEY_PEM, SERVER_CA, Env, start_env
+from tests.unit.delivery.test_syslog_delivery import SERVER_CA, Env, start_env
+from tests.unit.sinks.test_syslog import CLIENT_CA, CLIENT_CERT_PEM, CLIENT_KEY_PEM
 
 RSYSLOGD = shutil.which("rsyslogd") or "/usr/sbin/rsyslogd"
 MODULE_DIRS = [

@@ -17,16 +17,15 @@ classify).
 
 from forwarder.sinks.syslog.config import SyslogConfig
 from forwarder.sinks.syslog.message import (
-    fit_json,
     frame,
     header,
     header_field,
+    json_message,
     priority,
     sd_value,
     structured_data,
     syslog_message,
     timestamp,
-    water_level,
 )
 from forwarder.sinks.syslog.sink import HandshakeRefused, SetupError, SyslogSink, classify_error, tls_context
 
@@ -36,15 +35,14 @@ __all__ = [
     "SyslogConfig",
     "SyslogSink",
     "classify_error",
-    "fit_json",
     "frame",
     "header",
     "header_field",
+    "json_message",
     "priority",
     "sd_value",
     "structured_data",
     "syslog_message",
     "timestamp",
     "tls_context",
-    "water_level",
 ]

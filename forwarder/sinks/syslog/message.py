@@ -6,9 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-import orjson
-
-from forwarder.sinks._encode import TEXT_KEYS, cut_text, cut_utf8, level, line_text
+from forwarder.sinks._encode import cut_text, cut_utf8, fit_json, level, line_text
 from forwarder.sinks.base import OutLine
 
 FACILITY_LOCAL0: Final = 16  # RFC 5424 section 6.2.1, table 1
@@ -106,38 +104,13 @@ def header(fields: Mapping[str, Any]) -> str:
     )
 
 
-def water_level(sizes: list[int], need: int) -> int:
-    """The largest cap that frees `need` bytes when every size above it is cut down to it."""
-    ordered = sorted(sizes, reverse=True)
-    total = 0
-    for j, size in enumerate(ordered, 1):
-        total += size
-        cap = (total - need) // j
-        if cap >= (ordered[j] if j < len(ordered) else 0):
-            return max(0, cap)
-    return 0
-
-
-def fit_json(fields: Mapping[str, Any], max_bytes: int) -> bytes:
+def json_message(fields: Mapping[str, Any], max_bytes: int) -> bytes:
     """The line's JSON in at most `max_bytes`; it stays JSON: its long texts are cut, ending in "...".
 
     The longest texts give way first, down to a common length, so a huge statement does not take
     all of the message's room (nor the other way round).
     """
-    data = orjson.dumps(fields)
-    cut = dict(fields)
-    for _ in range(8):  # the first round nearly always fits; escapes can make it a little short
-        if len(data) <= max_bytes:
-            return data
-        texts = {k: str(cut.get(k) or "") for k in TEXT_KEYS}
-        room = {k: len(orjson.dumps(t)) - 2 for k, t in texts.items()}  # escapes included
-        cap = water_level(list(room.values()), len(data) - max_bytes)
-        for key, text in texts.items():
-            if room[key] > cap and len(text.encode()) > len(_MARKER):
-                size = len(text.encode())
-                keep = max(0, cap - len(_MARKER)) * size // room[key]  # escapes scale with the text
-                cut[key] = cut_text(text, max(len(_MARKER), min(size - 1, keep)))
-        data = orjson.dumps(cut)
+    data = fit_json(fields, max_bytes).data
     # Not reached for a stored line (its other fields are small): better cut JSON than none.
     return data if len(data) <= max_bytes else cut_utf8(data, max_bytes)
 
@@ -152,7 +125,7 @@ def syslog_message(line: OutLine, max_bytes: int, message_format: str = "text") 
     head = header(fields).encode()
     budget = max_bytes - len(head) - 1  # SP before MSG
     if message_format == "json":
-        msg = line.doc if len(line.doc) <= budget else fit_json(fields, budget)
+        msg = line.doc if len(line.doc) <= budget else json_message(fields, budget)
     else:
         msg = cut_text(line_text(fields), budget, _MARKER).encode()
     # RFC 5424 section 6: SYSLOG-MSG = HEADER SP STRUCTURED-DATA [SP MSG]

@@ -16,6 +16,7 @@ from typing import ClassVar
 from forwarder.sinks._http import error_outcome
 from forwarder.sinks.base import (
     DELIVERED,
+    Address,
     AddressRefused,
     BatchLimits,
     OpenConnection,
@@ -23,7 +24,10 @@ from forwarder.sinks.base import (
     OutLine,
     Request,
     Response,
+    Sink,
+    SinkEnv,
 )
+from forwarder.sinks.registry import SinkType, register
 from forwarder.sinks.syslog.config import BATCH_BYTES, HANDSHAKE_GRACE, MAX_LINES, TIMEOUT_SECONDS, SyslogConfig
 from forwarder.sinks.syslog.message import frame, syslog_message
 
@@ -264,3 +268,20 @@ class SyslogSink:
         c = self.config
         key = "<hidden>" if self._private_key else None
         return f"SyslogSink(host={c.host!r}, port={c.port}, tls={c.tls}, private_key={key})"
+
+
+def _build(config: SyslogConfig, secret: str | None, env: SinkEnv) -> Sink:
+    # The secret is the client certificate's private key, needed only with client_certificate_pem.
+    return SyslogSink(config, secret, env.open_connection)
+
+
+register(
+    SinkType(
+        kind=SyslogSink.kind,
+        config=SyslogConfig,
+        build=_build,
+        address=lambda c: Address("host", host=c.host, port=c.port),
+        secret_required=False,
+        secret_generated=False,
+    )
+)

@@ -160,8 +160,8 @@ async def test_opensearch_with_basic_auth_an_index_and_a_pipeline(env: DaemonEnv
     receiver = await started(
         ElasticsearchReceiver(user="forwarder", password="s3cret pass", index="pg-logs", pipeline="geoip")
     )
-    created = await create(env, receiver, secret="s3cret pass", user="forwarder", index="pg-logs", pipeline="geoip")
-    assert created["config"]["user"] == "forwarder" and "s3cret" not in str(created)
+    created = await create(env, receiver, secret="s3cret pass", username="forwarder", index="pg-logs", pipeline="geoip")
+    assert created["config"]["username"] == "forwarder" and "s3cret" not in str(created)
     await env.append(mixed_lines(30))
     await receiver.wait_for_stored(30)
     assert receiver.errors == []

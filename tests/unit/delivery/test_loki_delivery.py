@@ -25,7 +25,7 @@ async def create(env: DaemonEnv, receiver: LokiReceiver, secret: str | None = No
 
 async def test_every_line_arrives_once_with_every_field(env: DaemonEnv, started: Started) -> None:
     receiver = await started(LokiReceiver(user="1234567", secret=SECRET, tenant_id="team-a"))
-    created = await create(env, receiver, SECRET, user="1234567", tenant_id="team-a")
+    created = await create(env, receiver, SECRET, username="1234567", tenant_id="team-a")
     assert SECRET not in str(created) and created["has_secret"] is True and "secret" not in created
     await env.append(mixed_lines(10_000, 21))
     await receiver.wait_for_lines(10_000, timeout=120)
@@ -46,7 +46,7 @@ async def test_every_line_arrives_once_with_every_field(env: DaemonEnv, started:
     assert shown["has_secret"] is True and "secret" not in shown
     assert shown["config"] == {
         "url": receiver.url,
-        "user": "1234567",
+        "username": "1234567",
         "tenant_id": "team-a",
         "structured_metadata": True,
         "max_line_bytes": 262144,

@@ -12,15 +12,16 @@ import pytest
 from pydantic import ValidationError
 
 from forwarder.model import LogLine
+from forwarder.sinks._encode import water_level
 from forwarder.sinks.base import DELIVERED, OutLine, Request, Response
 from forwarder.sinks.elasticsearch import (
     DEFAULT_MAX_REQUEST_BYTES,
     FILTER_PATH,
+    MIN_CUT_BYTES,
     ElasticsearchConfig,
     ElasticsearchSink,
     authorization,
     bulk_bodies,
-    cut_cap,
     document,
     document_id,
     index_problem,
@@ -78,7 +79,7 @@ def test_bulk_url(config: dict[str, Any], bulk_url: str) -> None:
 
 def test_config_defaults() -> None:
     c = ElasticsearchConfig(url="https://es.example.com")
-    assert (c.index, c.user, c.pipeline, c.max_request_bytes) == ("logs-postgresql-default", None, None, 5 << 20)
+    assert (c.index, c.username, c.pipeline, c.max_request_bytes) == ("logs-postgresql-default", None, None, 5 << 20)
     assert c.model_dump(exclude_none=True) == {
         "url": "https://es.example.com",
         "index": "logs-postgresql-default",
@@ -106,6 +107,7 @@ def test_config_defaults() -> None:
         ({"index": ""}, "index"),
         ({"user": "a:b"}, "user"),
         ({"user": "a\nb"}, "user"),
+        ({"username": "a:b"}, "username"),
         ({"pipeline": "a b"}, "pipeline"),
         ({"pipeline": "a&x=1"}, "pipeline"),
         ({"max_request_bytes": 1000}, "max_request_bytes"),
@@ -257,7 +259,7 @@ def test_a_document_over_the_limit_is_cut_not_dropped() -> None:
     ],
 )
 def test_cut_cap(sizes: list[int], excess: int, cap: int) -> None:
-    assert cut_cap(sizes, excess) == cap
+    assert water_level(sizes, excess, MIN_CUT_BYTES) == cap
 
 
 def test_ten_thousand_long_lines_fit_and_each_id_goes_once() -> None:

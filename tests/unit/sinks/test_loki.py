@@ -78,6 +78,7 @@ def test_push_url(url: str, push_url: str) -> None:
         ({"url": ""}, "url"),
         ({"user": "a:b"}, "user"),
         ({"user": "a\nb"}, "user"),
+        ({"username": "a:b"}, "username"),
         ({"tenant_id": "a b"}, "tenant_id"),
         ({"tenant_id": "a|b"}, "tenant_id"),  # "|" is for multi-tenant queries; a push takes one tenant
         ({"tenant_id": ".."}, "tenant_id"),
@@ -96,7 +97,7 @@ def test_config_refuses(changes: dict[str, Any], field: str) -> None:
 
 def test_config_defaults_match_loki_defaults() -> None:
     c = LokiConfig(url=URL)
-    assert (c.user, c.tenant_id, c.structured_metadata) == (None, None, True)
+    assert (c.username, c.tenant_id, c.structured_metadata) == (None, None, True)
     assert c.max_line_bytes == LOKI_MAX_LINE_BYTES == 262_144
     assert c.max_push_bytes == DEFAULT_PUSH_BYTES == 1_048_576
     assert LokiConfig(url=URL, tenant_id="team-a_1.(x)*!'").tenant_id == "team-a_1.(x)*!'"
