@@ -324,19 +324,6 @@ async def test_a_receiver_that_refuses_the_client_is_a_failure(
         await receiver.aclose()
 
 
-async def test_plain_tcp_to_a_relay(env: Env) -> None:
-    receiver = SyslogReceiver(None)
-    await receiver.start()
-    try:
-        await env.create(receiver.port, tls=False, ca_certificate_pem=None, message_format="json")
-        await env.append(mixed_lines(20))
-        await receiver.wait_for(20)
-        assert receiver.messages == await env.expected(range(1, 21), message_format="json")
-    finally:
-        await receiver.aclose()
-    assert receiver.errors == []
-
-
 async def test_the_test_endpoint_sends_one_line(env: Env, receiver: SyslogReceiver) -> None:
     created = await env.create(receiver.port)
     status, body = await env.call("POST", f"/v1/log-destinations/{created['id']}/test")
