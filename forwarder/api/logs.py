@@ -114,12 +114,15 @@ async def list_logs(request: web.Request) -> web.Response:
         before=_id_param(request, "before"),
         after=after,
     )
-    page = await ctx.store.list_lines(db.identity.code, query)
-    # Long poll: wait for the store to move past `after`, then ask once more.
-    if not page.docs and wait and after is not None and await ctx.store.wait_for_lines(after, wait):
+    if after is None:
         page = await ctx.store.list_lines(db.identity.code, query)
-    body = b'{"lines":[' + b",".join(page.docs) + b'],"has_more":' + (b"true" if page.has_more else b"false") + b"}"
-    return raw_json_response(body)
+    else:
+        # A live tail: with `wait_seconds`, a long poll that answers once a matching line exists.
+        page = await ctx.store.tail_lines(db.identity.code, query, wait)
+    body = b'{"lines":[' + b",".join(page.docs) + b'],"has_more":' + (b"true" if page.has_more else b"false")
+    if page.next_after is not None:
+        body += b',"next_after":"%d"' % page.next_after
+    return raw_json_response(body + b"}")
 
 
 @routes.get("/v1/databases/{ref}/logs/groups")
