@@ -72,7 +72,7 @@ class SyslogConfig(BaseModel):
     )
     message_format: Literal["text", "json"] = Field(
         "text",
-        description="MSG is the line as text (like PostgreSQL's log) or its SPEC 2.1 JSON document (every field).",
+        description="MSG is the line as text (like PostgreSQL's log) or its JSON document (every field of the line).",
     )
 
     @field_validator("ca_certificate_pem", "client_certificate_pem")
