@@ -199,7 +199,10 @@ def _tail(url: str, key: str, base: str, args: argparse.Namespace) -> int:
             continue
         new = list(reversed(page["lines"]))
         _print_lines(new, args.json)
-        if new:
+        # The server says how far it looked: lines the filter skipped are not asked about again.
+        if "next_after" in page:
+            after = int(page["next_after"])
+        elif new:
             after = int(new[-1]["id"])
     return EX_OK
 

@@ -5,45 +5,132 @@ The handlers read and validate bodies; the use cases (forwarder/usecases/destina
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Final
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, WithJsonSchema
+from pydantic.json_schema import SkipJsonSchema
 
 from forwarder.api.auth import PRINCIPAL
 from forwarder.api.context import CONTEXT, ApiContext, Destinations
 from forwarder.api.errors import ApiError, bad_body, json_response
-from forwarder.api.logs import read_json_object, validation_error
-from forwarder.model import format_time
-from forwarder.store.destinations import DeliveryState, Destination
+from forwarder.api.logs import LINE_ID_PATTERN, Time, read_json_object, validation_error
+from forwarder.model import KIND_ALIASES, KINDS, format_time
+from forwarder.sinks import validated_config
+from forwarder.store.destinations import DeliveryState, Destination, ManagedBy
 from forwarder.usecases import destinations as cases
 
 routes = web.RouteTableDef()
 
 
+KindName = Annotated[str, WithJsonSchema({"type": "string", "enum": [*KINDS, *KIND_ALIASES]})]
+
+
 class FilterBody(BaseModel):
+    """Which lines a destination receives; an empty list means every one."""
+
     model_config = ConfigDict(extra="forbid")
-    kinds: list[str] = Field(default_factory=list, max_length=32)
-    database_ids: list[str] = Field(default_factory=list, max_length=256)
+    kinds: list[KindName] = Field(
+        default_factory=list, max_length=32, description="Kinds or aliases (errors, locks, maintenance)."
+    )
+    database_ids: list[str] = Field(default_factory=list, max_length=256, description="Ids of databases.")
+
+
+MAX_CREDENTIAL: Final = 4096
+CREDENTIAL: Final = (
+    "The destination's credential (the webhook's signing secret, an API key or token, a password, a client key);"
+    " never shown again."
+)
+WRITE_ONLY: Final[dict[str, Any]] = {"writeOnly": True}
 
 
 class CreateBody(BaseModel):
+    """Body of POST /v1/log-destinations (its `config` is checked against the kind's model)."""
+
     model_config = ConfigDict(extra="forbid")
-    type: str
-    name: str = Field(min_length=1, max_length=200)
-    config: dict[str, Any] = Field(default_factory=dict)
+    type: str = Field(description="The kind of destination.")
+    name: str = Field(min_length=1, max_length=200, description="Display name.")
+    config: dict[str, Any] = Field(default_factory=dict, description="Settings of the kind.")
     filter: FilterBody = Field(default_factory=FilterBody)
-    secret: str | None = Field(default=None, min_length=1, max_length=4096)
+    secret: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_CREDENTIAL,
+        description=CREDENTIAL,
+        json_schema_extra=WRITE_ONLY,
+    )
     enabled: StrictBool = True
 
 
 class PatchBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str | None = Field(default=None, min_length=1, max_length=200)
+    """Body of PATCH /v1/log-destinations/{id}: any of its fields, at least one."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
+    name: str | None = Field(default=None, min_length=1, max_length=200, description="Display name.")
     enabled: StrictBool | None = None
-    config: dict[str, Any] | None = None
+    config: dict[str, Any] | None = Field(default=None, description="Settings of the kind, replaced whole.")
     filter: FilterBody | None = None
-    secret: str | None = Field(default=None, min_length=1, max_length=4096)
+    secret: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_CREDENTIAL,
+        description=CREDENTIAL,
+        json_schema_extra=WRITE_ONLY,
+    )
+
+
+class DeliveryView(BaseModel):
+    """How delivery to a destination stands."""
+
+    cursor: str = Field(
+        pattern=LINE_ID_PATTERN, description="The last line id accounted for (sent, filtered out or dropped)."
+    )
+    lag_lines: int = Field(ge=0, description="Lines stored after the cursor (before the filter).")
+    oldest_undelivered_age_seconds: float = Field(ge=0, description="Age of the oldest of them.")
+    in_flight_lines: int = Field(ge=0, description="Lines of the batch being sent.")
+    attempts: int = Field(ge=0, description="Failures in a row of the batch being sent.")
+    next_attempt_at: Time | None = Field(description="When that batch is tried again.")
+    last_error: str | None = Field(description="The latest failure, kept after a later success.")
+    last_error_at: Time | None
+    last_success_at: Time | None
+    sent_lines: int = Field(ge=0)
+    dropped_lines: int = Field(ge=0, description="Deleted by retention before delivery, or refused for good.")
+
+
+class DestinationView(BaseModel):
+    """A destination as the API shows it: never its secret."""
+
+    id: str
+    type: str
+    name: str
+    enabled: bool
+    config: dict[str, Any]
+    filter: FilterBody
+    has_secret: bool = Field(description="Whether a secret is set.")
+    managed_by: ManagedBy = Field(description="config: declared in the config file; PATCH and DELETE answer 409.")
+    created_at: Time
+    updated_at: Time
+    delivery: DeliveryView
+
+
+class CreatedView(DestinationView):
+    """A new destination; a webhook's shows its signing secret, this once."""
+
+    secret: str | SkipJsonSchema[None] = Field(None, description="The generated signing secret, shown once.")
+
+
+class DestinationList(BaseModel):
+    """Every destination."""
+
+    destinations: list[DestinationView]
+
+
+class TestResult(BaseModel):
+    """Whether the destination accepted the test line."""
+
+    __test__ = False  # not a pytest class
+    ok: bool
+    error: str | SkipJsonSchema[None] = Field(None, description="Why not, when it did not.")
 
 
 def _control(ctx: ApiContext) -> Destinations:
@@ -82,6 +169,15 @@ def _time(seconds: float | None) -> str | None:
     return format_time(int(seconds * 1_000_000)) if seconds is not None else None
 
 
+def _shown_config(dest: Destination) -> dict[str, Any]:
+    """The stored config as its kind's model names its keys today (a store written before a key was
+    renamed, such as `user` -> `username`, shows the new name)."""
+    try:
+        return validated_config(dest.type, dest.config)
+    except ValidationError:  # a config stored under older, stricter or looser rules: shown as stored
+        return dest.config
+
+
 async def view(ctx: ApiContext, dest: Destination, stored: DeliveryState) -> dict[str, Any]:
     """A destination as the API shows it: never its secret."""
     state = ctx.destinations.state(dest.id) if ctx.destinations else None
@@ -99,7 +195,7 @@ async def view(ctx: ApiContext, dest: Destination, stored: DeliveryState) -> dic
         "type": dest.type,
         "name": dest.name,
         "enabled": dest.enabled,
-        "config": dest.config,
+        "config": _shown_config(dest),
         "filter": dest.filter.to_json(),
         "has_secret": dest.sealed_secret is not None,
         "managed_by": dest.managed_by,

@@ -6,8 +6,24 @@ from typing import Final
 
 import orjson
 from aiohttp import web
+from pydantic import BaseModel, Field
+from pydantic.json_schema import SkipJsonSchema
 
 JSON: Final = "application/json"
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong."""
+
+    code: str = Field(description="Stable, for programs: invalid_parameter, invalid_body, not_found, ...")
+    message: str = Field(description="For people; starts with the field's name when one is at fault.")
+    field: str | SkipJsonSchema[None] = Field(None, description="The parameter or body field at fault.")
+
+
+class Error(BaseModel):
+    """Every error answer of the API."""
+
+    error: ErrorDetail
 
 
 class ApiError(Exception):
@@ -21,11 +37,10 @@ class ApiError(Exception):
         self.field = field
 
     def response(self) -> web.Response:
-        body: dict[str, object] = {"code": self.code, "message": self.message}
-        if self.field is not None:
-            body["field"] = self.field
+        error = Error(error=ErrorDetail(code=self.code, message=self.message, field=self.field))
+        body = orjson.dumps(error.model_dump(exclude_none=True))
         headers = {"WWW-Authenticate": 'Bearer realm="forwarder"'} if self.status == 401 else None
-        return web.Response(status=self.status, body=orjson.dumps({"error": body}), content_type=JSON, headers=headers)
+        return web.Response(status=self.status, body=body, content_type=JSON, headers=headers)
 
 
 def bad_parameter(name: str, message: str) -> ApiError:

@@ -2,16 +2,47 @@
 
 from __future__ import annotations
 
-from typing import Final
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar, get_type_hints
 
 import orjson
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    StrictBool,
+    ValidationError,
+    WithJsonSchema,
+    create_model,
+    field_validator,
+)
+from pydantic.json_schema import JsonSchemaValue, SkipJsonSchema
+from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
 from forwarder.api.auth import PRINCIPAL
 from forwarder.api.context import CONTEXT, DatabaseView
 from forwarder.api.errors import ApiError, bad_body, bad_parameter, json_response, raw_json_response
-from forwarder.model import KINDS, expand_kinds, format_time, group_id, parse_group_id, parse_time
+from forwarder.config import LogFormat
+from forwarder.model import (
+    IDENTITY_FIELDS,
+    KIND_ALIASES,
+    KINDS,
+    SPEC_FIELDS,
+    Kind,
+    LogLine,
+    expand_kinds,
+    format_time,
+    group_id,
+    parse_group_id,
+    parse_time,
+)
+from forwarder.sources.tail import SourceState
 from forwarder.store import DatabaseSettings, LineQuery
 from forwarder.store.store import day_of
 
@@ -32,47 +63,307 @@ def _database(request: web.Request) -> DatabaseView:
     return db
 
 
-def _check_params(request: web.Request, allowed: frozenset[str]) -> None:
-    for name in request.query:
-        if name not in allowed:
-            raise bad_parameter(name, f"unknown query parameter; allowed: {', '.join(sorted(allowed))}")
-    for name in allowed - {"kind"}:
-        if len(request.query.getall(name, [])) > 1:
-            raise bad_parameter(name, "given more than once")
+# --- query parameters: one pydantic model per endpoint, also the OpenAPI document's `parameters` ---
 
 
-def _int_param(request: web.Request, name: str, lo: int, hi: int) -> int | None:
-    raw = request.query.get(name)
-    if raw is None:
-        return None
-    if not raw.isascii() or not raw.isdigit():
-        raise bad_parameter(name, f"must be an integer from {lo} to {hi}")
-    value = int(raw)
-    if not lo <= value <= hi:
-        raise bad_parameter(name, f"must be an integer from {lo} to {hi}")
-    return value
+@dataclass(frozen=True, slots=True, eq=False)  # hashed by identity: typing hashes Annotated metadata
+class QueryValue:
+    """How one query parameter is read: `parse` raises ValueError with the text the caller sees,
+    `schema` is its JSON Schema in the document. Annotate a field with it: `Annotated[int, QueryValue(...)]`."""
+
+    parse: Callable[[Any], Any]
+    schema: dict[str, Any]
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_plain_validator_function(self._validate)
+
+    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return dict(self.schema)
+
+    def _validate(self, raw: Any) -> Any:
+        try:
+            return self.parse(raw)
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise PydanticCustomError("invalid_parameter", "{reason}", {"reason": str(exc)}) from None
 
 
-def _id_param(request: web.Request, name: str) -> int | None:
-    raw = request.query.get(name)
-    if raw is None:
-        return None
+def integer(lo: int, hi: int) -> QueryValue:
+    """A decimal integer from `lo` to `hi`."""
+
+    def parse(raw: str) -> int:
+        if not raw.isascii() or not raw.isdigit() or not lo <= int(raw) <= hi:
+            raise ValueError(f"must be an integer from {lo} to {hi}")
+        return int(raw)
+
+    return QueryValue(parse, {"type": "integer", "minimum": lo, "maximum": hi})
+
+
+def text(lo: int, hi: int) -> QueryValue:
+    """Text of `lo` to `hi` characters."""
+
+    def parse(raw: str) -> str:
+        if not lo <= len(raw) <= hi:
+            raise ValueError(f"must be {lo} to {hi} characters")
+        return raw
+
+    return QueryValue(parse, {"type": "string", "minLength": lo, "maxLength": hi})
+
+
+def _line_id(raw: str) -> int:
     if not raw.isascii() or not raw.isdigit() or len(raw) > 19 or int(raw) > MAX_ID:
-        raise bad_parameter(name, "must be a line id (a decimal integer)")
+        raise ValueError("must be a line id (a decimal integer)")
     return int(raw)
 
 
-def _time_param(request: web.Request, name: str) -> int | None:
-    raw = request.query.get(name)
-    if raw is None:
-        return None
+def _time(raw: str) -> int:
     try:
         return parse_time(raw)
     except (ValueError, OverflowError):
-        raise bad_parameter(name, "must be an RFC 3339 time such as 2026-11-22T10:00:00Z") from None
+        raise ValueError("must be an RFC 3339 time such as 2026-11-22T10:00:00Z") from None
 
 
-LIST_PARAMS: Final = frozenset({"kind", "q", "group", "from", "to", "before", "after", "limit", "wait_seconds"})
+def _group(raw: str) -> int:
+    if not GROUP_ID.fullmatch(raw):
+        raise ValueError("must be a group id from the groups endpoint (16 hex digits)")
+    return parse_group_id(raw)
+
+
+def _kinds(raw: list[str]) -> frozenset[Kind]:
+    try:
+        return expand_kinds([k.strip() for value in raw for k in value.split(",")])
+    except ValueError as exc:
+        raise ValueError(f"{exc}; use one of {', '.join(KIND_NAMES)}") from None
+
+
+KIND_NAMES: Final = (*KINDS, *KIND_ALIASES)
+GROUP_ID: Final = re.compile(r"[0-9a-f]{16}")
+LineIdParam = Annotated[int, QueryValue(_line_id, {"type": "string", "pattern": "^[0-9]{1,18}$"})]
+TimeParam = Annotated[int, QueryValue(_time, {"type": "string", "format": "date-time"})]
+GroupParam = Annotated[int, QueryValue(_group, {"type": "string", "pattern": f"^{GROUP_ID.pattern}$"})]
+KindsParam = Annotated[
+    frozenset[Kind], QueryValue(_kinds, {"type": "array", "items": {"type": "string", "enum": list(KIND_NAMES)}})
+]
+LimitParam = Annotated[int, integer(1, MAX_LIMIT)]
+
+
+class LogsQuery(BaseModel):
+    """Query of `GET /v1/databases/{ref}/logs`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: KindsParam | SkipJsonSchema[None] = Field(
+        None, description="Kinds or aliases (errors, locks, maintenance): repeated, or comma-separated."
+    )
+    q: Annotated[str, text(1, 500)] | SkipJsonSchema[None] = Field(
+        None,
+        description="Words that must all appear (as word prefixes) in message, detail, hint, context or"
+        " statement; text without letters or digits is matched as a substring.",
+    )
+    group: GroupParam | SkipJsonSchema[None] = Field(None, description="A group id from the groups endpoint.")
+    from_: TimeParam | SkipJsonSchema[None] = Field(
+        None, alias="from", description="Lines written at or after this time."
+    )
+    to: TimeParam | SkipJsonSchema[None] = Field(None, description="Lines written before this time.")
+    before: LineIdParam | SkipJsonSchema[None] = Field(None, description="Lines older than this id.")
+    after: LineIdParam | SkipJsonSchema[None] = Field(
+        None, description="The lines right after this id (live tail); never skips a line."
+    )
+    limit: LimitParam = Field(DEFAULT_LIMIT, description="Page size.")
+    wait_seconds: Annotated[int, integer(0, MAX_WAIT_SECONDS)] = Field(
+        0, description="With `after`: wait up to this long for a matching line before answering empty."
+    )
+
+
+class GroupsQuery(BaseModel):
+    """Query of `GET /v1/databases/{ref}/logs/groups`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    from_: TimeParam | SkipJsonSchema[None] = Field(
+        None, alias="from", description="Start of the window; default 24 hours ago."
+    )
+    limit: LimitParam = Field(DEFAULT_LIMIT, description="Groups.")
+
+
+class NoQuery(BaseModel):
+    """An endpoint without query parameters."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+Q = TypeVar("Q", bound=BaseModel)
+
+
+@cache
+def _array_params(model: type[BaseModel]) -> frozenset[str]:
+    properties = model.model_json_schema(by_alias=True).get("properties", {})
+    return frozenset(name for name, p in properties.items() if p.get("type") == "array")
+
+
+def parse_query(request: web.Request, model: type[Q]) -> Q:
+    """The request's query through `model`; a 400 naming the first parameter at fault."""
+    allowed = {f.alias or name for name, f in model.model_fields.items()}
+    arrays = _array_params(model)
+    for name in request.query:
+        if name not in allowed:
+            listed = ", ".join(sorted(allowed)) or "none"
+            raise bad_parameter(name, f"unknown query parameter; allowed: {listed}")
+    data: dict[str, object] = {}
+    for name in allowed:
+        values = request.query.getall(name, [])
+        if len(values) > 1 and name not in arrays:
+            raise bad_parameter(name, "given more than once")
+        if values:
+            data[name] = values if name in arrays else values[0]
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False, include_input=False)[0]
+        name = str(err["loc"][0]) if err["loc"] else ""
+        raise bad_parameter(name, err["msg"]) from None
+
+
+# --- answers: what the handlers send, described for the OpenAPI document ---------------------
+
+Time = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
+LINE_ID_PATTERN: Final = "^[0-9]+$"
+
+
+def _line_fields() -> dict[str, Any]:
+    # The fields and their order are SPEC_FIELDS; their types are LogLine's (identity: text).
+    types = get_type_hints(LogLine)
+    special: dict[str, Any] = {
+        "id": (str, Field(pattern=LINE_ID_PATTERN, description="Increasing; later lines have larger ids.")),
+        "time": (Time, Field(description="When PostgreSQL wrote the line, UTC, milliseconds.")),
+    }
+    plain = {name: (str if name in IDENTITY_FIELDS else types.get(name), ...) for name in SPEC_FIELDS}
+    return {name: special.get(name, plain[name]) for name in SPEC_FIELDS}
+
+
+if TYPE_CHECKING:
+    LogLineModel = BaseModel
+else:
+    LogLineModel = create_model(
+        "LogLine",
+        __doc__="A log line: every field is always present; what the log does not say is null.",
+        **_line_fields(),
+    )
+
+
+class LogPage(BaseModel):
+    """Lines, newest first."""
+
+    lines: list[LogLineModel] = Field(max_length=MAX_LIMIT)
+    has_more: bool = Field(
+        description="Without `after`: older lines match (page on with `before`). With `after`: newer ones are"
+        " already waiting (poll again at once)."
+    )
+    next_after: str | SkipJsonSchema[None] = Field(
+        None,
+        pattern=LINE_ID_PATTERN,
+        description="With `after` only: the highest id the server looked at. Every matching line up to it is in"
+        " this page or an earlier one: poll next with `after` set to it.",
+    )
+
+
+class LogGroup(BaseModel):
+    """A repeated message: lines of one kind with the same text, numbers aside."""
+
+    group: str = Field(pattern=f"^{GROUP_ID.pattern}$", description="Pass it as the listing's `group`.")
+    kind: Kind
+    count: int = Field(ge=1)
+    first_time: Time
+    last_time: Time
+    line: LogLineModel = Field(description="The newest line of the group.")
+
+
+class LogGroups(BaseModel):
+    """Groups, most frequent first."""
+
+    model_config = ConfigDict(populate_by_name=True)
+    from_: Time = Field(alias="from", description="Start of the window.")
+    groups: list[LogGroup]
+
+
+class LogSettings(BaseModel):
+    """A database's log settings."""
+
+    enabled: bool = Field(description="Whether its log is read.")
+    full_text: bool = Field(description="Whether lines keep their values (not removed before storing).")
+
+
+class DatabaseRef(BaseModel):
+    """A configured database."""
+
+    id: str
+    name: str
+    host: str
+
+
+class Database(LogSettings, DatabaseRef):  # fields in this order: DatabaseRef's, then LogSettings'
+    """A configured database with its log settings."""
+
+
+class DatabaseList(BaseModel):
+    """The configured databases."""
+
+    databases: list[Database]
+
+
+class SourceStatus(BaseModel):
+    """Where the log is read from, or why it cannot be."""
+
+    path: str = Field(description="The configured path (a glob).")
+    format: LogFormat
+    state: SourceState
+    file: str | None = Field(description="The file being read.")
+    reason: str | None = Field(description="Why the log cannot be read, in words.")
+
+
+Counts = Annotated[
+    dict[str, int],
+    WithJsonSchema(
+        {
+            "type": "object",
+            "required": list(KINDS),
+            "additionalProperties": False,
+            "properties": {k: {"type": "integer", "minimum": 0} for k in KINDS},
+        }
+    ),
+]
+
+
+class Retention(BaseModel):
+    """How long lines are kept, and the store's size."""
+
+    days: float
+    max_bytes: int
+    store_bytes: int = Field(description="Size of the store (every database's lines).")
+    oldest_time: Time | None = Field(description="This database's oldest line.")
+
+
+class UsageToday(BaseModel):
+    """Lines stored and bytes of server log read today (UTC)."""
+
+    day: Annotated[str, WithJsonSchema({"type": "string", "format": "date"})]
+    lines: int
+    bytes: int
+
+
+class LogOverview(BaseModel):
+    """Settings, where the log is read from, 24-hour counts, retention and today's usage."""
+
+    database: DatabaseRef
+    settings: LogSettings
+    source: SourceStatus
+    counts_24h: Counts = Field(description="Lines per kind (every kind) written in the last 24 hours.")
+    retention: Retention
+    usage_today: UsageToday
+
+
+def _send(model: BaseModel, status: int = 200) -> web.Response:
+    return json_response(model.model_dump(mode="json", by_alias=True), status)
+
+
+# --- handlers ---------------------------------------------------------------------------------
 
 
 @routes.get("/v1/databases/{ref}/logs")
@@ -80,46 +371,30 @@ async def list_logs(request: web.Request) -> web.Response:
     """Lines newest first; with `after`, the lines right after it (live tail, no gaps)."""
     ctx = request.app[CONTEXT]
     db = _database(request)
-    _check_params(request, LIST_PARAMS)
-    kinds = None
-    kind_values = [k for raw in request.query.getall("kind", []) for k in raw.split(",")]
-    if kind_values:
-        try:
-            kinds = expand_kinds([k.strip() for k in kind_values])
-        except ValueError as exc:
-            raise bad_parameter("kind", f"{exc}; use one of {', '.join(KINDS)}, errors, locks, maintenance") from None
-    q = request.query.get("q")
-    if q is not None and not 1 <= len(q) <= 500:
-        raise bad_parameter("q", "must be 1 to 500 characters")
-    group = None
-    if (raw_group := request.query.get("group")) is not None:
-        try:
-            group = parse_group_id(raw_group)
-        except ValueError:
-            raise bad_parameter("group", "must be a group id from the groups endpoint (16 hex digits)") from None
-    # A window with `from` after `to` is empty, not an error: it holds no line.
-    from_us, to_us = _time_param(request, "from"), _time_param(request, "to")
-    limit = _int_param(request, "limit", 1, MAX_LIMIT) or DEFAULT_LIMIT
-    wait = _int_param(request, "wait_seconds", 0, MAX_WAIT_SECONDS) or 0
-    after = _id_param(request, "after")
-    if wait and after is None:
+    params = parse_query(request, LogsQuery)
+    if params.wait_seconds and params.after is None:
         raise bad_parameter("wait_seconds", "only works together with `after`")
+    # A window with `from` after `to` is empty, not an error: it holds no line.
     query = LineQuery(
-        limit=limit,
-        kinds=kinds,
-        q=q,
-        group=group,
-        from_us=from_us,
-        to_us=to_us,
-        before=_id_param(request, "before"),
-        after=after,
+        limit=params.limit,
+        kinds=params.kind or None,
+        q=params.q,
+        group=params.group,
+        from_us=params.from_,
+        to_us=params.to,
+        before=params.before,
+        after=params.after,
     )
-    page = await ctx.store.list_lines(db.identity.code, query)
-    # Long poll: wait for the store to move past `after`, then ask once more.
-    if not page.docs and wait and after is not None and await ctx.store.wait_for_lines(after, wait):
+    if params.after is None:
         page = await ctx.store.list_lines(db.identity.code, query)
-    body = b'{"lines":[' + b",".join(page.docs) + b'],"has_more":' + (b"true" if page.has_more else b"false") + b"}"
-    return raw_json_response(body)
+    else:
+        # A live tail: with `wait_seconds`, a long poll that answers once a matching line exists.
+        page = await ctx.store.tail_lines(db.identity.code, query, params.wait_seconds)
+    # The stored documents are spliced in as they are (serialized once, when stored).
+    body = b'{"lines":[' + b",".join(page.docs) + b'],"has_more":' + (b"true" if page.has_more else b"false")
+    if page.next_after is not None:
+        body += b',"next_after":"%d"' % page.next_after
+    return raw_json_response(body + b"}")
 
 
 @routes.get("/v1/databases/{ref}/logs/groups")
@@ -127,13 +402,10 @@ async def list_groups(request: web.Request) -> web.Response:
     """Repeated messages over the last 24 hours, or since `from`; most frequent first."""
     ctx = request.app[CONTEXT]
     db = _database(request)
-    _check_params(request, frozenset({"from", "limit"}))
+    params = parse_query(request, GroupsQuery)
     now_us = int(ctx.clock.now() * 1_000_000)
-    from_us = _time_param(request, "from")
-    if from_us is None:
-        from_us = now_us - DAY_US
-    limit = _int_param(request, "limit", 1, MAX_LIMIT) or DEFAULT_LIMIT
-    groups = await ctx.store.groups(db.identity.code, from_us, limit)
+    from_us = now_us - DAY_US if params.from_ is None else params.from_
+    groups = await ctx.store.groups(db.identity.code, from_us, params.limit)
     parts = [
         orjson.dumps(
             {
@@ -158,42 +430,54 @@ async def overview(request: web.Request) -> web.Response:
     """Settings, where the log is read from (or why not), 24-hour counts, retention, today's usage."""
     ctx = request.app[CONTEXT]
     db = _database(request)
-    _check_params(request, frozenset())
+    parse_query(request, NoQuery)
     settings = await ctx.store.get_settings(db.config.id) or DatabaseSettings(db.config.enabled, db.config.full_text)
     now = ctx.clock.now()
     now_us = int(now * 1_000_000)
     day = day_of(now)
     numbers = await ctx.store.overview_numbers(db.identity.code, now_us - DAY_US, day)
     source = db.source_status()
-    return json_response(
-        {
-            "database": {"id": db.config.id, "name": db.config.name, "host": db.config.host},
-            "settings": {"enabled": settings.enabled, "full_text": settings.full_text},
-            "source": {
-                "path": db.config.log.path,
-                "format": db.config.log.format,
-                "state": source.state,
-                "file": source.file,
-                "reason": source.reason,
-            },
-            "counts_24h": numbers.counts,
-            "retention": {
-                "days": ctx.config.store.retention_days,
-                "max_bytes": ctx.config.store.max_bytes,
-                "store_bytes": numbers.used_bytes,
-                "oldest_time": format_time(numbers.oldest_us) if numbers.oldest_us is not None else None,
-            },
-            "usage_today": {"day": day, "lines": numbers.usage_lines, "bytes": numbers.usage_bytes},
-        }
+    return _send(
+        LogOverview(
+            database=DatabaseRef(id=db.config.id, name=db.config.name, host=db.config.host),
+            settings=LogSettings(enabled=settings.enabled, full_text=settings.full_text),
+            source=SourceStatus(
+                path=db.config.log.path,
+                format=db.config.log.format,
+                state=source.state,
+                file=source.file,
+                reason=source.reason,
+            ),
+            counts_24h=numbers.counts,
+            retention=Retention(
+                days=ctx.config.store.retention_days,
+                max_bytes=ctx.config.store.max_bytes,
+                store_bytes=numbers.used_bytes,
+                oldest_time=format_time(numbers.oldest_us) if numbers.oldest_us is not None else None,
+            ),
+            usage_today=UsageToday(day=day, lines=numbers.usage_lines, bytes=numbers.usage_bytes),
+        )
     )
 
 
-class SettingsPatch(BaseModel):
-    """Body of PATCH .../logs/settings: any of the two settings."""
+# Optional, but never null (see SettingsPatch._given); a plain Optional keeps errors at the field's name.
+Flag = Annotated[StrictBool | None, WithJsonSchema({"type": "boolean"})]
 
-    model_config = ConfigDict(extra="forbid")
-    enabled: StrictBool | None = None
-    full_text: StrictBool | None = None
+
+class SettingsPatch(BaseModel):
+    """Any of a database's two log settings; at least one."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
+    enabled: Flag = Field(None, description="Read the database's log (false: stop, keeping the place).")
+    full_text: Flag = Field(None, description="Keep values in the lines read from now on instead of removing them.")
+
+    @field_validator("enabled", "full_text", mode="before")
+    @classmethod
+    def _given(cls, value: object) -> object:
+        # Leave a setting out to keep it; null is not a setting.
+        if value is None:
+            raise ValueError("must be true or false")
+        return value
 
 
 async def read_json_object(request: web.Request) -> dict[str, object]:
@@ -223,7 +507,7 @@ async def patch_settings(request: web.Request) -> web.Response:
     """Change `enabled` and/or `full_text`; the reader takes them at once."""
     ctx = request.app[CONTEXT]
     db = _database(request)
-    _check_params(request, frozenset())
+    parse_query(request, NoQuery)
     data = await read_json_object(request)
     try:
         patch = SettingsPatch.model_validate(data)
@@ -239,25 +523,21 @@ async def patch_settings(request: web.Request) -> web.Response:
     principal = request[PRINCIPAL]
     await ctx.store.put_settings(db.config.id, new, org=principal.org, actor=principal.actor)
     ctx.databases.apply_settings(db.config.id, new)
-    return json_response({"enabled": new.enabled, "full_text": new.full_text})
+    return _send(LogSettings(enabled=new.enabled, full_text=new.full_text))
 
 
 @routes.get("/v1/databases")
 async def list_databases(request: web.Request) -> web.Response:
     """The configured databases with their settings (an addition to SPEC, for clients)."""
     ctx = request.app[CONTEXT]
-    _check_params(request, frozenset())
+    parse_query(request, NoQuery)
     out = []
     for db in ctx.databases.all():
         settings = await ctx.store.get_settings(db.config.id)
         s = settings or DatabaseSettings(db.config.enabled, db.config.full_text)
         out.append(
-            {
-                "id": db.config.id,
-                "name": db.config.name,
-                "host": db.config.host,
-                "enabled": s.enabled,
-                "full_text": s.full_text,
-            }
+            Database(
+                id=db.config.id, name=db.config.name, host=db.config.host, enabled=s.enabled, full_text=s.full_text
+            )
         )
-    return json_response({"databases": out})
+    return _send(DatabaseList(databases=out))

@@ -1,561 +1,351 @@
-"""The OpenAPI 3.1 document served at /v1/openapi.json (the choices are explained in docs/api.md)."""
+"""The OpenAPI 3.1 document served at /v1/openapi.json, derived from the API's pydantic models.
+
+Bodies, answers and query parameters are the models the handlers use (limits, descriptions and
+kinds live there, once); this module only says which model goes where. `python -m
+forwarder.api.openapi` prints the document as YAML: forwarder/api/openapi.yaml is that output,
+committed, and a test fails when it differs. The choices behind the API are in docs/api.md.
+"""
 
 from __future__ import annotations
 
+import json
+import re
+from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import Annotated, Any, Final, Literal, Union
 
-from forwarder.model import KINDS, SPEC_FIELDS
+from pydantic import BaseModel, Field, RootModel, ValidationError, create_model
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue, models_json_schema
+
+from forwarder.api.destinations import (
+    CreateBody,
+    CreatedView,
+    DestinationList,
+    DestinationView,
+    PatchBody,
+    TestResult,
+)
+from forwarder.api.errors import Error
+from forwarder.api.logs import (
+    DatabaseList,
+    GroupsQuery,
+    LogGroups,
+    LogOverview,
+    LogPage,
+    LogSettings,
+    LogsQuery,
+    SettingsPatch,
+)
 from forwarder.sinks import SINK_TYPES
 
-_STR_OR_NULL = {"type": ["string", "null"]}
-_TIME = {"type": "string", "format": "date-time"}
-
-
-def _ref(name: str) -> dict[str, str]:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
-
-
-def _errors(*statuses: int) -> dict[str, Any]:
-    text = {
-        400: "A parameter or the body is invalid; `error.field` names it.",
-        401: "No key, or an unknown or revoked key.",
-        403: "A read-only key on a write.",
-        404: "No database with that id or name.",
-        409: "The destination is declared in the config file (`managed_by: config`); change it there.",
-        415: "The body is not JSON.",
-    }
-    return {str(s): _json(_ref("Error"), text[s]) for s in statuses}
-
-
-_REF_PARAM = {
-    "name": "ref",
-    "in": "path",
-    "required": True,
-    "description": "The database's id or name.",
-    "schema": {"type": "string"},
+REF_TEMPLATE: Final = "#/components/schemas/{model}"
+# Component names for models whose class name reads as the handler's, not the API's.
+COMPONENT_NAMES: Final = {"FilterBody": "DestinationFilter"}
+PATH_PARAMETERS: Final = {"ref": "The database's id or name.", "id": "The destination's id."}
+ERROR_TEXTS: Final = {
+    400: "A parameter or the body is invalid; `error.field` names it.",
+    401: "No key, or an unknown or revoked key.",
+    403: "A read-only key on a write.",
+    404: "No database or destination with that id (or name).",
+    409: "The destination is declared in the config file (`managed_by: config`); change it there.",
+    415: "The body is not JSON.",
+    503: "Delivery is not running.",
 }
 
 
-def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
-    return {"name": name, "in": "query", "required": False, "description": description, "schema": schema}
+class Status(BaseModel):
+    """How the daemon is."""
+
+    status: str
 
 
-_LINE = {
-    "type": "object",
-    "description": "A log line (SPEC 2.1). Every field is always present; unknown values are null.",
-    "required": list(SPEC_FIELDS),
-    "properties": {
-        "id": {"type": "string", "pattern": "^[0-9]+$", "description": "Increasing; later lines have larger ids."},
-        "time": {**_TIME, "description": "When PostgreSQL wrote the line, UTC, milliseconds."},
-        "host": {"type": "string"},
-        "database_id": {"type": "string"},
-        "database_name": {"type": "string"},
-        "severity": {"type": "string"},
-        "kind": {"type": "string", "enum": list(KINDS)},
-        "sqlstate": _STR_OR_NULL,
-        "message": {"type": "string"},
-        "detail": _STR_OR_NULL,
-        "hint": _STR_OR_NULL,
-        "context": _STR_OR_NULL,
-        "statement": _STR_OR_NULL,
-        "user": _STR_OR_NULL,
-        "database": _STR_OR_NULL,
-        "application": _STR_OR_NULL,
-        "client": _STR_OR_NULL,
-        "pid": {"type": ["integer", "null"]},
-        "duration_ms": {"type": ["number", "null"]},
-        "redacted": {"type": "boolean"},
-    },
-}
+class _Schemas(GenerateJsonSchema):
+    def normalize_name(self, name: str) -> str:
+        return COMPONENT_NAMES.get(name, super().normalize_name(name))
 
-_DEST_PARAM = {
-    "name": "id",
-    "in": "path",
-    "required": True,
-    "description": "The destination's id.",
-    "schema": {"type": "string"},
-}
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False  # a property's title repeats its name
 
-_FILTER = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        "kinds": {
-            "type": "array",
-            "maxItems": 32,
-            "items": {"type": "string", "enum": [*KINDS, "errors", "locks", "maintenance"]},
-            "description": "Kinds or aliases; empty means every kind.",
-        },
-        "database_ids": {
-            "type": "array",
-            "maxItems": 256,
-            "items": {"type": "string"},
-            "description": "Database ids; empty means every database.",
-        },
-    },
-}
+    def default_schema(self, schema: Any) -> JsonSchemaValue:
+        result = super().default_schema(schema)
+        # A field left out is None in the model; where null is not a value, the default says nothing.
+        if "default" in result and result["default"] is None and not _allows_null(result):
+            del result["default"]
+        return result
 
-_SETTINGS = {
-    "type": "object",
-    "required": ["enabled", "full_text"],
-    "additionalProperties": False,
-    "properties": {"enabled": {"type": "boolean"}, "full_text": {"type": "boolean"}},
-}
+
+def _allows_null(schema: dict[str, Any]) -> bool:
+    kinds = schema.get("type")
+    return (
+        kinds == "null"
+        or (isinstance(kinds, list) and "null" in kinds)
+        or any(_allows_null(s) for s in [*schema.get("anyOf", []), *schema.get("oneOf", [])])
+    )
+
+
+# --- one model per destination kind, each with its own `config` ------------------------------
+
+
+def _camel(kind: str) -> str:
+    return "".join(part.capitalize() for part in kind.split("_"))
+
+
+def _accepts_empty(config: type[BaseModel]) -> bool:
+    try:
+        config.model_validate({})
+    except ValidationError:
+        return False
+    return True
+
+
+def _one_of(name: str, doc: str, variants: list[type[BaseModel]]) -> type[BaseModel]:
+    """A model that is one of `variants`, told apart by their `type`."""
+    root: Any = variants[0]
+    if len(variants) > 1:
+        root = Annotated[Union[tuple(variants)], Field(discriminator="type")]  # noqa: UP007 - built at run time
+    model: type[BaseModel] = create_model(name, __base__=RootModel[root], __doc__=doc)
+    return model
+
+
+def _per_kind(base: type[BaseModel], suffix: str, *, body: bool) -> list[type[BaseModel]]:
+    described = base.model_fields["config"].description
+    variants = []
+    for kind, sink_type in SINK_TYPES.items():
+        tag: Any = Literal[kind]
+        # A body may leave out a config the kind can do without (all defaults), as the handler allows.
+        optional = body and _accepts_empty(sink_type.config)
+        config = Field(default_factory=dict, description=described) if optional else Field(description=described)
+        variants.append(
+            create_model(
+                f"{_camel(kind)}{suffix}",
+                __base__=base,
+                __doc__=f"{base.__doc__} ({kind})",
+                type=(tag, Field(description=base.model_fields["type"].description)),
+                config=(sink_type.config, config),
+            )
+        )
+    return variants
+
+
+@dataclass(frozen=True, slots=True)
+class Documented:
+    """The destination models as the document shows them: `config` is the kind's own."""
+
+    create: type[BaseModel]
+    patch: type[BaseModel]
+    view: type[BaseModel]
+    created: type[BaseModel]
+    views: type[BaseModel]
+
+
+@cache
+def destination_models() -> Documented:
+    any_config: Any = Union[tuple(t.config for t in SINK_TYPES.values())] | None  # noqa: UP007 - built at run time
+    view: Any = _one_of(
+        "Destination", DestinationView.__doc__ or "", _per_kind(DestinationView, "Destination", body=False)
+    )
+    config_field = PatchBody.model_fields["config"]
+    return Documented(
+        create=_one_of("DestinationCreate", CreateBody.__doc__ or "", _per_kind(CreateBody, "Create", body=True)),
+        patch=create_model(
+            "DestinationPatch",
+            __base__=PatchBody,
+            __doc__=PatchBody.__doc__,
+            config=(any_config, Field(None, description=config_field.description)),
+        ),
+        view=view,
+        created=_one_of("DestinationCreated", CreatedView.__doc__ or "", _per_kind(CreatedView, "Created", body=False)),
+        views=create_model(
+            "DestinationList", __base__=DestinationList, __doc__=DestinationList.__doc__, destinations=(list[view], ...)
+        ),
+    )
+
+
+# --- operations -------------------------------------------------------------------------------
+
+Method = Literal["get", "post", "patch", "delete"]
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """One route: its models, answers and the error statuses it may give."""
+
+    method: Method
+    path: str
+    operation_id: str
+    summary: str
+    answers: dict[int, tuple[type[BaseModel] | None, str]]
+    errors: tuple[int, ...] = ()
+    query: type[BaseModel] | None = None
+    body: type[BaseModel] | None = None
+    public: bool = False  # no key needed
+    media_type: str = "application/json"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def operations() -> list[Operation]:
+    """Every route of the API (a test checks this against the application's router)."""
+    d = destination_models()
+    return [
+        Operation(
+            "get", "/v1/databases", "listDatabases", "The configured databases",
+            {200: (DatabaseList, "The databases.")}, (400, 401),
+        ),
+        Operation(
+            "get", "/v1/databases/{ref}/logs", "listLogs", "Log lines, newest first",
+            {200: (LogPage, "A page of lines, newest first.")}, (400, 401, 404), query=LogsQuery,
+        ),
+        Operation(
+            "get", "/v1/databases/{ref}/logs/groups", "listLogGroups",
+            "Repeated messages (last 24 hours unless `from`)",
+            {200: (LogGroups, "Groups, most frequent first.")}, (400, 401, 404), query=GroupsQuery,
+        ),
+        Operation(
+            "get", "/v1/databases/{ref}/logs/overview", "getLogOverview",
+            "Settings, reading state, 24-hour counts, retention and today's usage",
+            {200: (LogOverview, "The overview.")}, (400, 401, 404),
+        ),
+        Operation(
+            "patch", "/v1/databases/{ref}/logs/settings", "updateLogSettings", "Change the database's log settings",
+            {200: (LogSettings, "The settings now in force.")}, (400, 401, 403, 404, 415), body=SettingsPatch,
+        ),
+        Operation(
+            "get", "/v1/log-destinations", "listLogDestinations", "Destinations with their delivery state",
+            {200: (d.views, "Every destination.")}, (401,),
+        ),
+        Operation(
+            "post", "/v1/log-destinations", "createLogDestination",
+            "Add a destination; it receives lines stored from now on",
+            {201: (d.created, "The new destination.")}, (400, 401, 403, 415, 503), body=d.create,
+        ),
+        Operation(
+            "get", "/v1/log-destinations/{id}", "getLogDestination", "One destination",
+            {200: (d.view, "The destination.")}, (401, 404),
+        ),
+        Operation(
+            "patch", "/v1/log-destinations/{id}", "updateLogDestination",
+            "Change a destination; applies at once, its cursor is kept",
+            {200: (d.view, "The destination now.")}, (400, 401, 403, 404, 409, 415, 503), body=d.patch,
+        ),
+        Operation(
+            "delete", "/v1/log-destinations/{id}", "deleteLogDestination", "Remove a destination",
+            {204: (None, "Removed.")}, (401, 403, 404, 409, 503),
+        ),
+        Operation(
+            "post", "/v1/log-destinations/{id}/test", "testLogDestination",
+            'Send one line marked as a test (id "0"); answers within 20 s',
+            {200: (TestResult, "Whether the destination accepted it, and its error if not.")}, (401, 403, 404, 503),
+        ),
+        Operation(
+            "get", "/v1/openapi.json", "openapi", "This document", {200: (None, "The OpenAPI document.")}, public=True,
+            extra={"schema": {"type": "object"}},
+        ),
+        Operation(
+            "get", "/metrics", "metrics", "Prometheus metrics", {200: (None, "Text exposition format.")},
+            public=True, media_type="text/plain", extra={"schema": {"type": "string"}},
+        ),
+        Operation("get", "/healthz", "healthz", "Alive", {200: (Status, "The daemon answers.")}, public=True),
+        Operation(
+            "get", "/readyz", "readyz", "Ready: store open and API bound",
+            {200: (Status, "Ready."), 503: (Status, "Not ready: starting or stopping.")}, public=True,
+        ),
+    ]  # fmt: skip
+
+
+# --- the document -----------------------------------------------------------------------------
+
+
+def _parameters(op: Operation) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [
+        {
+            "name": name,
+            "in": "path",
+            "required": True,
+            "description": PATH_PARAMETERS[name],
+            "schema": {"type": "string"},
+        }
+        for name in re.findall(r"{(\w+)}", op.path)
+    ]
+    if op.query is None:
+        return out
+    schema = op.query.model_json_schema(by_alias=True, schema_generator=_Schemas)
+    required = set(schema.get("required", ()))
+    for name, prop in schema.get("properties", {}).items():
+        prop = dict(prop)
+        description = prop.pop("description", "")
+        out.append(
+            {"name": name, "in": "query", "required": name in required, "description": description, "schema": prop}
+        )
+    return out
+
+
+def _content(schema: dict[str, Any], media_type: str = "application/json") -> dict[str, Any]:
+    return {media_type: {"schema": schema}}
 
 
 @cache
 def openapi_document() -> dict[str, Any]:
     """The document; built once."""
-    bearer: list[dict[str, list[str]]] = [{"bearer": []}]
-    kind_values = [*KINDS, "errors", "locks", "maintenance"]
+    ops = operations()
+    models: set[type[BaseModel]] = {Error}
+    for op in ops:
+        models |= {m for m, _ in op.answers.values() if m is not None}
+        if op.body is not None:
+            models.add(op.body)
+    refs, defs = models_json_schema(
+        [(m, "validation") for m in sorted(models, key=lambda m: m.__name__)],
+        ref_template=REF_TEMPLATE,
+        schema_generator=_Schemas,
+    )
+
+    def ref(model: type[BaseModel]) -> dict[str, Any]:
+        return refs[(model, "validation")]
+
+    paths: dict[str, dict[str, Any]] = {}
+    for op in ops:
+        responses: dict[str, Any] = {}
+        for status, (model, description) in op.answers.items():
+            answer: dict[str, Any] = {"description": description}
+            if model is not None:
+                answer["content"] = _content(ref(model), op.media_type)
+            elif "schema" in op.extra:
+                answer["content"] = _content(op.extra["schema"], op.media_type)
+            responses[str(status)] = answer
+        for status in op.errors:
+            responses[str(status)] = {"description": ERROR_TEXTS[status], "content": _content(ref(Error))}
+        operation: dict[str, Any] = {"operationId": op.operation_id, "summary": op.summary}
+        if op.public:
+            operation["security"] = []
+        parameters = _parameters(op)
+        if parameters:
+            operation["parameters"] = parameters
+        if op.body is not None:
+            operation["requestBody"] = {"required": True, "content": _content(ref(op.body))}
+        operation["responses"] = responses
+        paths.setdefault(op.path, {})[op.method] = operation
     return {
         "openapi": "3.1.0",
         "info": {
             "title": "forwarder Logs API",
             "version": "1",
-            "description": "PostgreSQL log lines: list, search, group, overview and settings. See docs/api.md.",
+            "description": "PostgreSQL log lines: list, search, group, overview and settings; where they are"
+            " forwarded to. See docs/api.md.",
         },
         "servers": [{"url": "/"}],
-        "security": bearer,
-        "paths": {
-            "/v1/databases": {
-                "get": {
-                    "operationId": "listDatabases",
-                    "summary": "The configured databases",
-                    "responses": {
-                        "200": _json(
-                            {
-                                "type": "object",
-                                "required": ["databases"],
-                                "properties": {"databases": {"type": "array", "items": _ref("Database")}},
-                            },
-                            "The databases.",
-                        ),
-                        **_errors(400, 401),
-                    },
-                }
-            },
-            "/v1/databases/{ref}/logs": {
-                "get": {
-                    "operationId": "listLogs",
-                    "summary": "Log lines, newest first",
-                    "parameters": [
-                        _REF_PARAM,
-                        _query(
-                            "kind",
-                            {"type": "string", "enum": kind_values},
-                            "A kind, or an alias: errors, locks, maintenance. Comma-separated or repeated for several.",
-                        ),
-                        _query(
-                            "q",
-                            {"type": "string", "minLength": 1, "maxLength": 500},
-                            "Words that must all appear (as word prefixes) in message, detail, hint, context or"
-                            " statement; text without letters or digits is matched as a substring.",
-                        ),
-                        _query("group", {"type": "string", "pattern": "^[0-9a-f]{16}$"}, "A group id."),
-                        _query("from", _TIME, "Lines written at or after this time."),
-                        _query("to", _TIME, "Lines written before this time."),
-                        _query("before", {"type": "string", "pattern": "^[0-9]{1,18}$"}, "Lines older than this id."),
-                        _query(
-                            "after",
-                            {"type": "string", "pattern": "^[0-9]{1,18}$"},
-                            "The lines right after this id (live tail); never skips a line.",
-                        ),
-                        _query(
-                            "limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": 100}, "Page size."
-                        ),
-                        _query(
-                            "wait_seconds",
-                            {"type": "integer", "minimum": 0, "maximum": 30, "default": 0},
-                            "With `after`: wait up to this long for a new line before answering empty.",
-                        ),
-                    ],
-                    "responses": {
-                        "200": _json(
-                            {
-                                "type": "object",
-                                "required": ["lines", "has_more"],
-                                "properties": {
-                                    "lines": {"type": "array", "items": _ref("LogLine"), "maxItems": 500},
-                                    "has_more": {"type": "boolean"},
-                                },
-                            },
-                            "A page of lines, newest first.",
-                        ),
-                        **_errors(400, 401, 404),
-                    },
-                }
-            },
-            "/v1/databases/{ref}/logs/groups": {
-                "get": {
-                    "operationId": "listLogGroups",
-                    "summary": "Repeated messages (last 24 hours unless `from`)",
-                    "parameters": [
-                        _REF_PARAM,
-                        _query("from", _TIME, "Start of the window; default 24 hours ago."),
-                        _query("limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": 100}, "Groups."),
-                    ],
-                    "responses": {
-                        "200": _json(
-                            {
-                                "type": "object",
-                                "required": ["from", "groups"],
-                                "properties": {
-                                    "from": _TIME,
-                                    "groups": {"type": "array", "items": _ref("LogGroup")},
-                                },
-                            },
-                            "Groups, most frequent first.",
-                        ),
-                        **_errors(400, 401, 404),
-                    },
-                }
-            },
-            "/v1/databases/{ref}/logs/overview": {
-                "get": {
-                    "operationId": "getLogOverview",
-                    "summary": "Settings, reading state, 24-hour counts, retention and today's usage",
-                    "parameters": [_REF_PARAM],
-                    "responses": {"200": _json(_ref("LogOverview"), "The overview."), **_errors(400, 401, 404)},
-                }
-            },
-            "/v1/databases/{ref}/logs/settings": {
-                "patch": {
-                    "operationId": "updateLogSettings",
-                    "summary": "Change the database's log settings",
-                    "parameters": [_REF_PARAM],
-                    "requestBody": {
-                        "required": True,
-                        "content": {
-                            "application/json": {
-                                "schema": {
-                                    "type": "object",
-                                    "additionalProperties": False,
-                                    "minProperties": 1,
-                                    "properties": {"enabled": {"type": "boolean"}, "full_text": {"type": "boolean"}},
-                                }
-                            }
-                        },
-                    },
-                    "responses": {
-                        "200": _json(_ref("LogSettings"), "The settings now in force."),
-                        **_errors(400, 401, 403, 404, 415),
-                    },
-                }
-            },
-            "/v1/log-destinations": {
-                "get": {
-                    "operationId": "listLogDestinations",
-                    "summary": "Destinations with their delivery state",
-                    "responses": {
-                        "200": _json(
-                            {
-                                "type": "object",
-                                "required": ["destinations"],
-                                "properties": {"destinations": {"type": "array", "items": _ref("Destination")}},
-                            },
-                            "Every destination.",
-                        ),
-                        **_errors(400, 401),
-                    },
-                },
-                "post": {
-                    "operationId": "createLogDestination",
-                    "summary": "Add a destination; it receives lines stored from now on",
-                    "requestBody": {
-                        "required": True,
-                        "content": {"application/json": {"schema": _ref("DestinationCreate")}},
-                    },
-                    "responses": {
-                        "201": _json(
-                            {
-                                "allOf": [_ref("Destination")],
-                                "properties": {
-                                    "secret": {
-                                        "type": "string",
-                                        "description": "The webhook's signing secret, shown once.",
-                                    }
-                                },
-                            },
-                            "The new destination.",
-                        ),
-                        **_errors(400, 401, 403, 415),
-                    },
-                },
-            },
-            "/v1/log-destinations/{id}": {
-                "parameters": [_DEST_PARAM],
-                "get": {
-                    "operationId": "getLogDestination",
-                    "summary": "One destination",
-                    "responses": {"200": _json(_ref("Destination"), "The destination."), **_errors(401, 404)},
-                },
-                "patch": {
-                    "operationId": "updateLogDestination",
-                    "summary": "Change a destination; applies at once, its cursor is kept",
-                    "requestBody": {
-                        "required": True,
-                        "content": {"application/json": {"schema": _ref("DestinationPatch")}},
-                    },
-                    "responses": {
-                        "200": _json(_ref("Destination"), "The destination now."),
-                        **_errors(400, 401, 403, 404, 409, 415),
-                    },
-                },
-                "delete": {
-                    "operationId": "deleteLogDestination",
-                    "summary": "Remove a destination",
-                    "responses": {"204": {"description": "Removed."}, **_errors(401, 403, 404, 409)},
-                },
-            },
-            "/v1/log-destinations/{id}/test": {
-                "parameters": [_DEST_PARAM],
-                "post": {
-                    "operationId": "testLogDestination",
-                    "summary": 'Send one line marked as a test (id "0"); answers within 20 s',
-                    "responses": {
-                        "200": _json(
-                            {
-                                "type": "object",
-                                "required": ["ok"],
-                                "properties": {"ok": {"type": "boolean"}, "error": {"type": "string"}},
-                            },
-                            "Whether the destination accepted it, and its error if not.",
-                        ),
-                        **_errors(401, 403, 404),
-                    },
-                },
-            },
-            "/metrics": {
-                "get": {
-                    "operationId": "metrics",
-                    "security": [],
-                    "summary": "Prometheus metrics",
-                    "responses": {
-                        "200": {
-                            "description": "Text exposition format.",
-                            "content": {"text/plain": {"schema": {"type": "string"}}},
-                        }
-                    },
-                }
-            },
-            "/healthz": {
-                "get": {
-                    "operationId": "healthz",
-                    "security": [],
-                    "summary": "Alive",
-                    "responses": {"200": _json({"type": "object"}, "The daemon answers.")},
-                }
-            },
-            "/readyz": {
-                "get": {
-                    "operationId": "readyz",
-                    "security": [],
-                    "summary": "Ready: store open and API bound",
-                    "responses": {
-                        "200": _json({"type": "object"}, "Ready."),
-                        "503": _json({"type": "object"}, "Not ready."),
-                    },
-                }
-            },
-        },
+        "security": [{"bearer": []}],
+        "paths": paths,
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "An API key."}},
-            "schemas": {
-                "LogLine": _LINE,
-                "DestinationFilter": _FILTER,
-                "DestinationCreate": {
-                    "type": "object",
-                    "required": ["type", "name"],
-                    "additionalProperties": False,
-                    "properties": {
-                        "type": {"type": "string", "enum": sorted(SINK_TYPES)},
-                        "name": {"type": "string", "minLength": 1, "maxLength": 200},
-                        "config": {"type": "object", "description": "Settings of the kind (docs/destinations.md)."},
-                        "filter": _ref("DestinationFilter"),
-                        "secret": {"type": "string", "minLength": 1, "maxLength": 4096, "writeOnly": True},
-                        "enabled": {"type": "boolean", "default": True},
-                    },
-                },
-                "DestinationPatch": {
-                    "type": "object",
-                    "additionalProperties": False,
-                    "minProperties": 1,
-                    "properties": {
-                        "name": {"type": "string", "minLength": 1, "maxLength": 200},
-                        "enabled": {"type": "boolean"},
-                        "config": {"type": "object"},
-                        "filter": _ref("DestinationFilter"),
-                        "secret": {"type": "string", "minLength": 1, "maxLength": 4096, "writeOnly": True},
-                    },
-                },
-                "Destination": {
-                    "type": "object",
-                    "required": [
-                        "id",
-                        "type",
-                        "name",
-                        "enabled",
-                        "config",
-                        "filter",
-                        "has_secret",
-                        "managed_by",
-                        "created_at",
-                        "updated_at",
-                        "delivery",
-                    ],
-                    "properties": {
-                        "id": {"type": "string"},
-                        "type": {"type": "string"},
-                        "name": {"type": "string"},
-                        "enabled": {"type": "boolean"},
-                        "config": {"type": "object"},
-                        "filter": _ref("DestinationFilter"),
-                        "has_secret": {"type": "boolean"},
-                        "managed_by": {
-                            "type": "string",
-                            "enum": ["api", "config"],
-                            "description": "config: declared in the config file; PATCH and DELETE answer 409",
-                        },
-                        "created_at": _TIME,
-                        "updated_at": _TIME,
-                        "delivery": {
-                            "type": "object",
-                            "required": [
-                                "cursor",
-                                "lag_lines",
-                                "oldest_undelivered_age_seconds",
-                                "in_flight_lines",
-                                "attempts",
-                                "next_attempt_at",
-                                "last_error",
-                                "last_error_at",
-                                "last_success_at",
-                                "sent_lines",
-                                "dropped_lines",
-                            ],
-                            "properties": {
-                                "cursor": {"type": "string", "pattern": "^[0-9]+$"},
-                                "lag_lines": {"type": "integer", "minimum": 0},
-                                "oldest_undelivered_age_seconds": {"type": "number", "minimum": 0},
-                                "in_flight_lines": {"type": "integer", "minimum": 0},
-                                "attempts": {"type": "integer", "minimum": 0},
-                                "next_attempt_at": {"type": ["string", "null"], "format": "date-time"},
-                                "last_error": _STR_OR_NULL,
-                                "last_error_at": {"type": ["string", "null"], "format": "date-time"},
-                                "last_success_at": {"type": ["string", "null"], "format": "date-time"},
-                                "sent_lines": {"type": "integer", "minimum": 0},
-                                "dropped_lines": {"type": "integer", "minimum": 0},
-                            },
-                        },
-                    },
-                },
-                "LogSettings": _SETTINGS,
-                "Database": {
-                    "type": "object",
-                    "required": ["id", "name", "host", "enabled", "full_text"],
-                    "properties": {
-                        "id": {"type": "string"},
-                        "name": {"type": "string"},
-                        "host": {"type": "string"},
-                        "enabled": {"type": "boolean"},
-                        "full_text": {"type": "boolean"},
-                    },
-                },
-                "LogGroup": {
-                    "type": "object",
-                    "required": ["group", "kind", "count", "first_time", "last_time", "line"],
-                    "properties": {
-                        "group": {"type": "string", "pattern": "^[0-9a-f]{16}$"},
-                        "kind": {"type": "string", "enum": list(KINDS)},
-                        "count": {"type": "integer", "minimum": 1},
-                        "first_time": _TIME,
-                        "last_time": _TIME,
-                        "line": _ref("LogLine"),
-                    },
-                },
-                "LogOverview": {
-                    "type": "object",
-                    "required": ["database", "settings", "source", "counts_24h", "retention", "usage_today"],
-                    "properties": {
-                        "database": {
-                            "type": "object",
-                            "required": ["id", "name", "host"],
-                            "properties": {
-                                "id": {"type": "string"},
-                                "name": {"type": "string"},
-                                "host": {"type": "string"},
-                            },
-                        },
-                        "settings": _ref("LogSettings"),
-                        "source": {
-                            "type": "object",
-                            "required": ["path", "format", "state", "file", "reason"],
-                            "properties": {
-                                "path": {"type": "string"},
-                                "format": {"type": "string", "enum": ["stderr", "csvlog", "jsonlog"]},
-                                "state": {
-                                    "type": "string",
-                                    "enum": [
-                                        "starting",
-                                        "reading",
-                                        "disabled",
-                                        "no_file",
-                                        "permission_denied",
-                                        "format_mismatch",
-                                        "error",
-                                    ],
-                                },
-                                "file": _STR_OR_NULL,
-                                "reason": _STR_OR_NULL,
-                            },
-                        },
-                        "counts_24h": {
-                            "type": "object",
-                            "required": list(KINDS),
-                            "properties": {k: {"type": "integer", "minimum": 0} for k in KINDS},
-                        },
-                        "retention": {
-                            "type": "object",
-                            "required": ["days", "max_bytes", "store_bytes", "oldest_time"],
-                            "properties": {
-                                "days": {"type": "number"},
-                                "max_bytes": {"type": "integer"},
-                                "store_bytes": {"type": "integer"},
-                                "oldest_time": {"type": ["string", "null"], "format": "date-time"},
-                            },
-                        },
-                        "usage_today": {
-                            "type": "object",
-                            "required": ["day", "lines", "bytes"],
-                            "properties": {
-                                "day": {"type": "string", "format": "date"},
-                                "lines": {"type": "integer"},
-                                "bytes": {"type": "integer"},
-                            },
-                        },
-                    },
-                },
-                "Error": {
-                    "type": "object",
-                    "required": ["error"],
-                    "properties": {
-                        "error": {
-                            "type": "object",
-                            "required": ["code", "message"],
-                            "properties": {
-                                "code": {"type": "string"},
-                                "message": {"type": "string"},
-                                "field": {"type": "string"},
-                            },
-                        }
-                    },
-                },
-            },
+            "schemas": defs.get("$defs", {}),
         },
     }
+
+
+def openapi_yaml() -> str:
+    """The document as forwarder/api/openapi.yaml holds it (JSON is YAML 1.2: no YAML library needed)."""
+    header = "# The forwarder Logs API. Generated from the code by `python -m forwarder.api.openapi`: do not edit.\n"
+    return header + json.dumps(openapi_document(), indent=2, ensure_ascii=False) + "\n"
+
+
+if __name__ == "__main__":
+    print(openapi_yaml(), end="")

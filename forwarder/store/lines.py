@@ -51,10 +51,16 @@ class LineQuery:
 
 @dataclass(frozen=True, slots=True)
 class Page:
-    """Documents (id spliced in) newest first, and whether the query had more beyond the limit."""
+    """Documents (id spliced in) newest first, and whether the query had more beyond the limit.
+
+    `next_after` (with `after` only) is the highest id the query examined: every line up to it
+    that matches is in this page or an earlier one, so a live tail continues from it and never
+    looks at the lines it skipped again.
+    """
 
     docs: list[bytes]
     has_more: bool
+    next_after: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +128,16 @@ def head_id(conn: sqlite3.Connection) -> int:
     """Id of the newest line (0 when the store has none)."""
     row = conn.execute("SELECT max(id) FROM lines").fetchone()
     return int(row[0] or 0)
+
+
+def assigned_id(conn: sqlite3.Connection) -> int:
+    """The highest id ever given to a line (0 before the first), deleted lines included.
+
+    Ids come from AUTOINCREMENT on the one writer, so they follow commit order: a reader's
+    snapshot that sees this value sees every line with a smaller id that still exists.
+    """
+    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'lines'").fetchone()
+    return int(row[0]) if row else 0
 
 
 # --- full-text search -------------------------------------------------------------------------
@@ -194,8 +210,8 @@ def list_lines(conn: sqlite3.Connection, db_code: int, query: LineQuery) -> Page
 
     With `after`, the page is the `limit` lines right after it (then shown newest first), so a
     client that polls with the newest id it has seen never misses a line; `has_more` says more
-    newer lines are waiting. Otherwise the page is the newest `limit` matches and `has_more` says
-    older ones exist (page on with `before`).
+    newer lines are waiting, and `next_after` how far the query looked (see `Page`). Otherwise the
+    page is the newest `limit` matches and `has_more` says older ones exist (page on with `before`).
     """
     where = ["db = ?"]
     params: list[object] = [db_code]
@@ -237,9 +253,17 @@ def list_lines(conn: sqlite3.Connection, db_code: int, query: LineQuery) -> Page
     rows = conn.execute(sql, params).fetchall()
     has_more = len(rows) > query.limit
     rows = rows[: query.limit]
-    if order == "ASC":
+    next_after = None
+    if query.after is not None:
+        if has_more:
+            # A full page: lines past its newest one were not all looked at.
+            next_after = rows[-1][0]
+        else:
+            # Every line of the snapshot up to `before` was looked at.
+            upto = assigned_id(conn) if query.before is None else min(assigned_id(conn), query.before - 1)
+            next_after = max(query.after, upto)
         rows.reverse()
-    return Page(docs=[splice_id(i, d) for i, d in rows], has_more=has_more)
+    return Page(docs=[splice_id(i, d) for i, d in rows], has_more=has_more, next_after=next_after)
 
 
 def register_functions(conn: sqlite3.Connection) -> None:

@@ -12,13 +12,13 @@ import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
 from forwarder import metrics
-from forwarder.clock import Clock
+from forwarder.clock import Clock, with_timeout
 from forwarder.config import DatabaseConfig, StoreConfig
 from forwarder.model import LogLine
 from forwarder.store import destinations as D
@@ -207,10 +207,39 @@ class Store:
                 return self.head_id > after_id
         return True
 
+    async def _stored_after(self, line_id: int) -> None:
+        while self.head_id <= line_id:
+            await self._new_lines.wait()
+
     # --- reads --------------------------------------------------------------------------------
 
     async def list_lines(self, db_code: int, query: L.LineQuery) -> L.Page:
         return await self._read(lambda c: L.list_lines(c, db_code, query))
+
+    async def tail_lines(self, db_code: int, query: L.LineQuery, wait_seconds: float) -> L.Page:
+        """`list_lines` with `query.after` (a live tail) that, while nothing matches, waits up to
+        `wait_seconds` (on the store's clock) for a matching line.
+
+        Lines stored meanwhile that do not match keep it waiting: each append is looked at once
+        (only the lines past the last look), and the page's `next_after` tells the client how far
+        that went, so it does not ask about them again.
+        """
+        if query.after is None:
+            raise ValueError("a tail needs `after`")
+        page = await self.list_lines(db_code, query)
+        deadline = self._clock.monotonic() + wait_seconds
+        # With `before`, no line stored later can match: the window is closed once it is looked at.
+        last = None if query.before is None else query.before - 1
+        while not page.docs and page.next_after is not None and (last is None or page.next_after < last):
+            remaining = deadline - self._clock.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                await with_timeout(self._clock, self._stored_after(page.next_after), remaining)
+            except TimeoutError:
+                break
+            page = await self.list_lines(db_code, replace(query, after=page.next_after))
+        return page
 
     async def groups(self, db_code: int, from_us: int, limit: int) -> list[L.Group]:
         return await self._read(lambda c: L.groups(c, db_code, from_us, limit))

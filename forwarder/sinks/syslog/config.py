@@ -73,7 +73,7 @@ class SyslogConfig(BaseModel):
     )
     message_format: Literal["text", "json"] = Field(
         "text",
-        description="MSG is the line as text (like PostgreSQL's log) or its JSON document (every field of the log line).",
+        description="MSG is the line as text (like PostgreSQL's log) or its JSON document (every field of the line).",
     )
 
     @field_validator("ca_certificate_pem", "client_certificate_pem")

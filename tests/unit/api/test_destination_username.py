@@ -98,3 +98,5 @@ async def test_a_config_stored_with_user_still_authenticates(api: Api, receiver:
     status, tested = await call(api, "POST", f"/v1/log-destinations/{created['id']}/test")
     assert (status, tested) == (200, {"ok": True})
     assert receiver.authorizations == [basic("old-1")]
+    _, shown = await call(api, "GET", f"/v1/log-destinations/{created['id']}")
+    assert shown["config"]["username"] == "old-1" and "user" not in shown["config"]  # shown as the key is named

@@ -137,6 +137,7 @@ async def test_overview(api: Api) -> None:
         ({"after": "1e3"}, "after"),
         ({"after": "99999999999999999999"}, "after"),
         ({"group": "xyz"}, "group"),
+        ({"group": "+123456789abcdef"}, "group"),
         ({"q": ""}, "q"),
         ({"wait_seconds": "5"}, "wait_seconds"),
         ({"after": "1", "wait_seconds": "31"}, "wait_seconds"),
@@ -180,6 +181,7 @@ async def test_settings_change_applies_to_the_reader_and_persists(api: Api) -> N
     [
         ({"enabled": "yes"}, None, "enabled"),
         ({"full_text": 1}, None, "full_text"),
+        ({"enabled": None, "full_text": True}, None, "enabled"),
         ({"enabled": True, "retention": 3}, None, "retention"),
         ({}, None, None),
         ([True], None, None),
