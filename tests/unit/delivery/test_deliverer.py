@@ -8,6 +8,7 @@ which lines went out under which delivery id, and the destination's state as the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -150,6 +151,13 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
         await store.aclose()
 
 
+async def cancelled(task: asyncio.Task[None]) -> None:
+    """Cancel `task` (if still running) and wait until it has ended."""
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
 async def step(d: Deliverer) -> None:
     async with asyncio.timeout(WAIT):
         await d.step()
@@ -171,7 +179,7 @@ async def step_after(env: Env, d: Deliverer, seconds: float) -> None:
         async with asyncio.timeout(WAIT):
             await task
     finally:
-        task.cancel()
+        await cancelled(task)
 
 
 def dropped_metric(reason: str) -> float:
@@ -214,7 +222,7 @@ async def test_the_batch_is_stored_as_in_flight_before_it_is_sent(env: Env) -> N
         assert state.inflight_lines == tuple(ids) and state.inflight_id == sink.sent[0].delivery_id
         assert state.cursor == 0  # not delivered yet
     finally:
-        task.cancel()
+        await cancelled(task)
 
 
 # --- retries --------------------------------------------------------------------------------------------
@@ -263,7 +271,7 @@ async def test_a_request_with_no_answer_fails_at_the_sinks_timeout_on_the_clock(
             env.clock.advance(sink.timeout_seconds)
             await task
     finally:
-        task.cancel()
+        await cancelled(task)
     assert isinstance(sink.errors[0], TimeoutError)
     state = await env.stored()
     assert state.attempts == 1 and state.next_attempt_at == pytest.approx(env.clock.now() + 30)
@@ -388,7 +396,7 @@ async def test_stopping_while_sending_records_the_outcome_and_starts_no_new_batc
             sink.release.set()
             await run
     finally:
-        run.cancel()
+        await cancelled(run)
     state = await env.stored()
     assert state.cursor == ids[1] and state.sent_lines == 2 and state.inflight_lines is None
     assert len(sink.sent) == 1  # the third line waits for the next start
