@@ -50,6 +50,7 @@ class FakeClock:
         self._mono = 0.0
         self._sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
         self._seq = itertools.count()
+        self._watchers: list[asyncio.Future[None]] = []  # until_sleeping() calls waiting for a sleeper
 
     def now(self) -> float:
         return self._now
@@ -63,12 +64,29 @@ class FakeClock:
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._sleepers, (self._mono + seconds, next(self._seq), fut))
+        watchers, self._watchers = self._watchers, []
+        for watcher in watchers:
+            if not watcher.done():
+                watcher.set_result(None)
         await fut
 
     def next_wake(self) -> float | None:
         """Seconds until the earliest pending sleep ends (None when nothing sleeps)."""
         pending = [when for when, _, f in self._sleepers if not f.done()]
         return min(pending) - self._mono if pending else None
+
+    async def until_sleeping(self) -> float:
+        """Wait, without moving time, until a task sleeps on this clock; the seconds until the earliest wake.
+
+        Returns at once when a sleep is already pending. Lets a test take a step only once the code
+        under test waits on this clock (its work in threads or other tasks done), instead of guessing
+        with a real sleep; bound it with `asyncio.timeout` where the code might never sleep.
+        """
+        while (wake := self.next_wake()) is None:
+            watcher: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._watchers.append(watcher)
+            await watcher
+        return wake
 
     def advance(self, seconds: float) -> None:
         """Move time forward and wake every sleeper whose deadline has come."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -16,15 +15,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from forwarder.client import request_json
+from tests.harness import free_port
 
 FORWARDER = [sys.executable, "-m", "forwarder"]
 T = TypeVar("T")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def toml_value(value: Any) -> str:

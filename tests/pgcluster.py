@@ -43,7 +43,6 @@ import pwd
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -52,6 +51,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Protocol
 
+from tests.harness import LOOPBACK, free_port
+
 PG_MAJOR = 15
 PG_BIN_DEFAULT = Path(f"/usr/lib/postgresql/{PG_MAJOR}/bin")
 PG_BIN_ENV = "PGCLUSTER_PG_BIN"
@@ -59,7 +60,6 @@ NOT_INSTALLED_REASON = f"PostgreSQL {PG_MAJOR} is not installed: run scripts/ins
 SUPERUSER = "postgres"
 SERVER_OS_USER = "postgres"
 HBA_REJECT_DB = "hba_reject"
-LOOPBACK = "127.0.0.1"
 
 DEFAULT_HBA = f"""\
 # Written by tests/pgcluster.py.
@@ -123,14 +123,6 @@ def missing_requirement() -> str | None:
         except KeyError:
             return f"running as root and there is no '{SERVER_OS_USER}' OS user to run PostgreSQL"
     return None
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (the kernel picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _quote(value: str) -> str:

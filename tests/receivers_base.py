@@ -18,6 +18,8 @@ from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 import orjson
 from aiohttp import web
 
+from tests.harness import wait_until
+
 SPEC_FIELDS = [
     "id",
     "time",
@@ -79,14 +81,6 @@ def hold(seconds: float) -> Behaviour:
         await asyncio.sleep(seconds)
 
     return answer
-
-
-async def wait_until(arrived: asyncio.Event, done: Callable[[], bool], timeout: float) -> None:
-    """Until `done()` holds, looked at again each time `arrived` is set (the sender is another task)."""
-    async with asyncio.timeout(timeout):
-        while not done():
-            arrived.clear()
-            await arrived.wait()
 
 
 class Received(Protocol):

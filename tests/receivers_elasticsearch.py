@@ -21,7 +21,8 @@ import orjson
 from aiohttp import web
 
 from forwarder.model import KINDS
-from tests.receivers_base import RFC3339, SPEC_FIELDS, HttpReceiver, WireFormatError, wait_until
+from tests.harness import wait_until
+from tests.receivers_base import RFC3339, SPEC_FIELDS, HttpReceiver, WireFormatError
 
 DEFAULT_INDEX: Final = "logs-postgresql-default"
 DOC_FIELDS: Final = ["@timestamp", *SPEC_FIELDS, "log"]

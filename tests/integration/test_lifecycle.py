@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.daemonproc import DaemonProcess, LoopThread
+from tests.harness import poll_until
 from tests.integration.test_rotation import PREFIX, Writer
 from tests.receivers import WebhookReceiver
 from tests.receivers_base import hold
@@ -54,7 +55,7 @@ class NotifySocket:
 
     def collect(self, until: Callable[[list[str]], bool], timeout: float = 20) -> list[str]:
         """Wait until `until(messages)` holds; fails after `timeout` seconds."""
-        wait_until(lambda: until(list(self.messages)), timeout, f"a notification; got {self.messages[-5:]}")
+        poll_until(lambda: until(list(self.messages)), timeout, f"a notification; got {self.messages[-5:]}")
         return self.messages
 
     def fields(self) -> list[str]:
@@ -79,13 +80,6 @@ def numbers(recv: WebhookReceiver) -> Counter[int]:
     for delivery in list(recv.accepted):
         out.update(int(e["message"].split('"')[1].removeprefix("table_")) for e in delivery.body["entries"])
     return out
-
-
-def wait_until(check: Callable[[], bool], timeout: float = 30, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -135,12 +129,12 @@ def test_notify_ready_watchdog_and_a_graceful_stop_that_lets_the_batch_in_flight
         notify.collect(lambda m: sum("WATCHDOG=1" in x for x in m) >= 3, timeout=5)
 
         w.entries(700)
-        wait_until(lambda: len(numbers(recv)) == 700, what="the first 700 entries")
+        poll_until(lambda: len(numbers(recv)) == 700, what="the first 700 entries")
         # The next request is held for 1.5 s; SIGTERM arrives while it is in flight.
         recv.script.append(hold(1.5))
         sent_before = len(recv.deliveries)
         w.entries(300)
-        wait_until(lambda: len(recv.deliveries) > sent_before, what="the held request")
+        poll_until(lambda: len(recv.deliveries) > sent_before, what="the held request")
         held = recv.deliveries[-1]
         assert d.proc is not None
         # To the whole process group, as systemd's default KillMode does: the parse worker
@@ -162,7 +156,7 @@ def test_notify_ready_watchdog_and_a_graceful_stop_that_lets_the_batch_in_flight
         requests = len(recv.deliveries)
         d.start(env={"SECRET_A": SECRET_A})
         w.entries(50)
-        wait_until(lambda: len(numbers(recv)) == 1050, what="entries after the restart")
+        poll_until(lambda: len(numbers(recv)) == 1050, what="entries after the restart")
         got = numbers(recv)
         assert set(got) == set(range(1050)) and max(got.values()) == 1, "an entry arrived twice"
         assert all(len(x.ids) <= 500 for x in recv.deliveries[requests:])
@@ -185,15 +179,15 @@ def test_sighup_keeps_the_old_config_when_the_new_is_broken_and_adds_a_destinati
         d.start(env=env)
         assert d.proc is not None
         w.entries(400)
-        wait_until(lambda: len(numbers(a)) == 400, what="a's first entries")
+        poll_until(lambda: len(numbers(a)) == 400, what="a's first entries")
 
         # A broken config: logged, and the running one stays (a keeps receiving, the API answers).
         d.write_config(whole=d.base_toml.replace(f"port = {d.port}", 'port = "not a port"'))
         d.proc.send_signal(signal.SIGHUP)
-        wait_until(lambda: "config reload failed" in d.log_path.read_text(), what="the reload error in the log")
+        poll_until(lambda: "config reload failed" in d.log_path.read_text(), what="the reload error in the log")
         assert "server.port" in d.log_path.read_text()
         w.entries(200)
-        wait_until(lambda: len(numbers(a)) == 600, what="a's entries after the failed reload")
+        poll_until(lambda: len(numbers(a)) == 600, what="a's entries after the failed reload")
         assert d.proc.poll() is None
         assert [x["id"] for x in d.get("/v1/log-destinations")["destinations"]] == ["a"]
 
@@ -203,14 +197,14 @@ def test_sighup_keeps_the_old_config_when_the_new_is_broken_and_adds_a_destinati
         for _ in range(20):
             w.entries(20)
             time.sleep(0.02)
-        wait_until(lambda: {x["id"] for x in d.get("/v1/log-destinations")["destinations"]} == {"a", "b"})
+        poll_until(lambda: {x["id"] for x in d.get("/v1/log-destinations")["destinations"]} == {"a", "b"})
         listed = {x["id"]: x for x in d.get("/v1/log-destinations")["destinations"]}
         assert listed["b"]["managed_by"] == "config" and listed["b"]["has_secret"]
         assert SECRET_B not in str(listed)
         w.entries(100)
         total = w.n
-        wait_until(lambda: len(numbers(a)) == total, what="every entry at a")
-        wait_until(lambda: total - 1 in numbers(b), what="b's entries")
+        poll_until(lambda: len(numbers(a)) == total, what="every entry at a")
+        poll_until(lambda: total - 1 in numbers(b), what="b's entries")
         got_a = numbers(a)
         assert set(got_a) == set(range(total)) and max(got_a.values()) == 1
         got_b = numbers(b)
@@ -252,7 +246,7 @@ def test_metrics_after_real_traffic_pass_promtool(tmp_path: Path, loop: LoopThre
     try:
         d.start(env={"SECRET_A": SECRET_A})
         w.entries(300)
-        wait_until(lambda: len(numbers(recv)) == 300, what="delivery")
+        poll_until(lambda: len(numbers(recv)) == 300, what="delivery")
         d.all_lines("db")
         d.get("/v1/databases/db/logs/overview")
         import urllib.request

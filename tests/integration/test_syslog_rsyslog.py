@@ -27,6 +27,7 @@ from forwarder.model import LogLine
 from forwarder.sinks._encode import line_text
 from forwarder.sinks.base import OutLine
 from forwarder.sinks.syslog import header, structured_data, syslog_message
+from tests.harness import free_port
 from tests.linegen import AWKWARD, mixed_lines
 from tests.unit.delivery.test_syslog_delivery import SERVER_CA, Env, start_env
 from tests.unit.sinks.test_syslog import CLIENT_CA, CLIENT_CERT_PEM, CLIENT_KEY_PEM
@@ -67,12 +68,6 @@ def missing() -> str | None:
     if not any((d / "lmnsd_gtls.so").is_file() for d in MODULE_DIRS):
         return "rsyslog's gtls module is not installed (package rsyslog-gnutls)"
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

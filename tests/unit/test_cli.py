@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.daemonproc import FORWARDER, DaemonProcess, LoopThread
+from tests.harness import free_port
 from tests.receivers import WebhookReceiver
 
 REPO = Path(__file__).resolve().parents[2]
@@ -128,6 +129,12 @@ SAMPLE = (
 )
 
 
+def recent_sample() -> str:
+    """SAMPLE as written a minute ago, for a running daemon: its overview counts the last 24 hours
+    and its retention keeps 7 days, both on the real clock."""
+    return SAMPLE.replace("2026-11-22 10:00", time.strftime("%Y-%m-%d %H:%M", time.gmtime(time.time() - 60)))
+
+
 def test_parse_prints_one_spec_object_per_entry() -> None:
     out = run("parse", "--prefix", "%m [%p] %q%u@%d ", stdin=SAMPLE)
     assert out.returncode == 0, out.stderr
@@ -166,7 +173,7 @@ def test_parse_says_when_the_prefix_matches_nothing() -> None:
 def live(tmp_path: Path) -> DaemonProcess:
     logs = tmp_path / "pglogs"
     logs.mkdir()
-    (logs / "postgresql.log").write_text(SAMPLE)
+    (logs / "postgresql.log").write_text(recent_sample())
     d = DaemonProcess(
         tmp_path / "fwd",
         [{"id": "main", "name": "shop", "log": {"path": str(logs / "*.log"), "line_prefix": "%m [%p] %q%u@%d "}}],
@@ -193,7 +200,8 @@ def test_login_checks_the_key_and_stores_it_privately(live: DaemonProcess, tmp_p
     assert [json.loads(x)["kind"] for x in listed.stdout.splitlines()] == ["slow_query", "error"]
     text = run("logs", "list", "main", "--kind", "errors", env=env)
     assert "duplicate key value" in text.stdout and "DETAIL" in text.stdout and "duration" not in text.stdout
-    groups = run("logs", "groups", "main", "--from", "2026-01-01T00:00:00Z", env=env)
+    since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 86_400))
+    groups = run("logs", "groups", "main", "--from", since, env=env)
     assert groups.returncode == 0 and groups.stdout.count("\n") == 2
     overview = run("logs", "overview", "main", env=env)
     assert "reading" in overview.stdout and "error=1" in overview.stdout
@@ -229,7 +237,7 @@ def test_status_and_destinations_test_read_the_running_daemon(tmp_path: Path) ->
     thread.run(receiver.start())
     logs = tmp_path / "pglogs"
     logs.mkdir()
-    (logs / "postgresql.log").write_text(SAMPLE)
+    (logs / "postgresql.log").write_text(recent_sample())
     d = DaemonProcess(
         tmp_path / "fwd",
         [{"id": "main", "name": "shop", "log": {"path": str(logs / "*.log"), "line_prefix": "%m [%p] %q%u@%d "}}],
@@ -241,9 +249,7 @@ def test_status_and_destinations_test_read_the_running_daemon(tmp_path: Path) ->
             "POST", "/v1/log-destinations", {"type": "webhook", "name": "ok", "config": {"url": receiver.url}}
         )
         receiver.secret = created["secret"]
-        with socket.socket() as s:  # a port nobody listens on
-            s.bind(("127.0.0.1", 0))
-            dead_port = s.getsockname()[1]
+        dead_port = free_port()  # nobody listens on it
         dead = d.send(
             "POST",
             "/v1/log-destinations",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import threading
@@ -35,12 +36,11 @@ def listener(tmp_path: Path) -> Iterator[socket.socket]:
 
 
 def test_notifier_sends_one_datagram_per_message(tmp_path: Path, listener: socket.socket) -> None:
-    n = Notifier({"NOTIFY_SOCKET": str(tmp_path / "notify")})
-    n.notify("READY=1", "STATUS=serving")
-    n.notify("WATCHDOG=1")
+    with contextlib.closing(Notifier({"NOTIFY_SOCKET": str(tmp_path / "notify")})) as n:
+        n.notify("READY=1", "STATUS=serving")
+        n.notify("WATCHDOG=1")
     assert listener.recv(100) == b"READY=1\nSTATUS=serving"
     assert listener.recv(100) == b"WATCHDOG=1"
-    n.close()
 
 
 def test_notifier_speaks_to_the_abstract_namespace() -> None:
@@ -48,7 +48,8 @@ def test_notifier_speaks_to_the_abstract_namespace() -> None:
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
         sock.bind("\0" + name)
         sock.settimeout(2)
-        Notifier({"NOTIFY_SOCKET": "@" + name}).notify("STOPPING=1")
+        with contextlib.closing(Notifier({"NOTIFY_SOCKET": "@" + name})) as n:
+            n.notify("STOPPING=1")
         assert sock.recv(100) == b"STOPPING=1"
 
 
@@ -74,7 +75,8 @@ def test_without_notify_socket_nothing_is_sent_and_nothing_fails() -> None:
 
 
 def test_an_unreachable_notify_socket_is_logged_not_raised(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    Notifier({"NOTIFY_SOCKET": str(tmp_path / "nobody")}).notify("READY=1")
+    with contextlib.closing(Notifier({"NOTIFY_SOCKET": str(tmp_path / "nobody")})) as n:
+        n.notify("READY=1")
     assert "cannot notify systemd" in caplog.text
 
 
@@ -324,6 +326,7 @@ def test_a_listener_that_stops_reading_never_blocks_the_daemon(tmp_path: Path, l
     sender = threading.Thread(target=ping, daemon=True)
     sender.start()
     sender.join(10)
+    n.close()
     assert not sender.is_alive(), "notify blocked on a full socket"
     assert listener.recv(100) == b"WATCHDOG=1"
 

@@ -23,7 +23,7 @@ from forwarder.app import Daemon
 from forwarder.config import config_from_dict
 from forwarder.delivery.netguard import StaticResolver
 from forwarder.model import KINDS, LogLine
-from tests.daemonproc import free_port
+from tests.harness import free_port
 
 
 class LiveDaemon:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import orjson
@@ -32,10 +32,28 @@ async def store(tmp_path: Path) -> AsyncIterator[Store]:
     await s.aclose()
 
 
+_made: list[DatabaseFollower] = []  # by `follower`, in the running test
+
+
+@pytest.fixture(autouse=True)
+def close_followers() -> Iterator[None]:
+    """Close the files every follower of the test still holds, as the end of its process would."""
+    yield
+    while _made:
+        abandon(_made.pop())
+
+
+def abandon(f: DatabaseFollower) -> None:
+    """Drop a follower without storing anything more (its process died): only its files are closed."""
+    for file in f._files.values():
+        file.close()
+
+
 async def follower(store: Store, glob: str, clock: FakeClock | None = None) -> DatabaseFollower:
     db = DatabaseConfig(id="main", name="main", host="h", log=LogSourceConfig(path=glob, line_prefix=PREFIX))
     f = DatabaseFollower(db, await store.register_database(db), store, clock or FakeClock())
     f._known = {(sf.dev, sf.ino): sf for sf in await store.source_files("main")}
+    _made.append(f)
     return f
 
 
@@ -99,7 +117,7 @@ async def test_restart_resumes_at_the_committed_offset(store: Store, tmp_path: P
     f = await follower(store, str(log))
     await f.poll()
     assert len(await messages(store)) == 2  # entry 3 pending: its bytes are not committed
-    # The daemon dies here (nothing drained). A new follower reads from the stored offset.
+    abandon(f)  # the daemon dies here (nothing drained); a new follower reads from the stored offset
     with log.open("ab") as fh:
         fh.write(entry(4))
     g = await follower(store, str(log))

@@ -1,0 +1,43 @@
+"""Small pieces every kind of test uses: a free loopback port, and waiting for a condition.
+
+`wait_until` is for a condition another task of the same event loop brings about (it wakes on an
+event, no polling); `poll_until` is for one another process or thread brings about, which can only
+be looked at again and again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import Callable
+
+LOOPBACK = "127.0.0.1"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (the kernel picks it; another process may
+    take it before the caller binds it, so a caller that can retry should)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+async def wait_until(arrived: asyncio.Event, done: Callable[[], bool], timeout: float) -> None:
+    """Until `done()` holds, looked at again each time `arrived` is set (the sender is another task).
+
+    Raises TimeoutError after `timeout` seconds.
+    """
+    async with asyncio.timeout(timeout):
+        while not done():
+            arrived.clear()
+            await arrived.wait()
+
+
+def poll_until(check: Callable[[], bool], timeout: float = 30, what: str = "condition", interval: float = 0.05) -> None:
+    """Until `check()` holds, looked at every `interval` seconds; fails the test after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(interval)

@@ -1,0 +1,100 @@
+"""Imports point down the flow (DESIGN "Layout"): checked on the source with `ast`, nothing is imported.
+
+Every import counts, also one inside a function or under `if TYPE_CHECKING:`: each is a dependency
+of the layer all the same.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "forwarder"
+
+# layer -> (what it may import of the daemon, or None for "anything but the forbidden"; what it must not)
+RULES: dict[str, tuple[tuple[str, ...] | None, tuple[str, ...]]] = {
+    "forwarder.pglog": (("forwarder.model", "forwarder.pglog"), ()),
+    "forwarder.sinks": (None, ("forwarder.delivery", "forwarder.store", "forwarder.api")),
+    "forwarder.store": (None, ("forwarder.delivery", "forwarder.api", "forwarder.sinks")),
+    "forwarder.delivery": (None, ("forwarder.api",)),
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported(path: Path) -> Iterator[tuple[int, str]]:
+    """(line, absolute module) of every import in `path`; `from a import b` yields `a.b` (b may be a module)."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                yield node.lineno, f"{base}.{alias.name}" if alias.name != "*" else base
+
+
+def within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def breaches(layer: str) -> list[str]:
+    allowed, forbidden = RULES[layer]
+    out = []
+    for path in sorted((PACKAGE / layer.removeprefix("forwarder.")).rglob("*.py")):
+        for line, module in sorted(imported(path)):
+            if not within(module, "forwarder"):
+                continue
+            # `from forwarder import model` names the module forwarder.model; `import forwarder` alone is the root.
+            bad = any(within(module, f) for f in forbidden) or (
+                allowed is not None and not any(within(module, a) for a in allowed)
+            )
+            if bad:
+                out.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
+    return out
+
+
+@pytest.mark.parametrize("layer", sorted(RULES))
+def test_each_layer_imports_only_what_sits_below_it(layer: str) -> None:
+    assert (PACKAGE / layer.removeprefix("forwarder.")).is_dir()
+    found = breaches(layer)
+    assert not found, f"{layer} breaks the import rules:\n" + "\n".join(found)
+
+
+def test_the_check_sees_every_form_of_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pkg = tmp_path / "forwarder" / "sinks"
+    pkg.mkdir(parents=True)
+    (pkg / "x.py").write_text(
+        "import forwarder.store\n"
+        "from forwarder import api\n"
+        "from ..delivery import deliverer\n"
+        "from . import base\n"
+        "def f():\n"
+        "    from forwarder.delivery.netguard import check\n"
+    )
+    (tmp_path / "forwarder" / "pglog").mkdir()
+    (tmp_path / "forwarder" / "pglog" / "y.py").write_text(
+        "from forwarder.model import LogLine\nfrom .classify import kind\nfrom forwarder import metrics\n"
+    )
+    monkeypatch.setattr(f"{__name__}.ROOT", tmp_path)
+    monkeypatch.setattr(f"{__name__}.PACKAGE", tmp_path / "forwarder")
+    assert breaches("forwarder.sinks") == [
+        "forwarder/sinks/x.py:1 imports forwarder.store",
+        "forwarder/sinks/x.py:2 imports forwarder.api",
+        "forwarder/sinks/x.py:3 imports forwarder.delivery.deliverer",
+        "forwarder/sinks/x.py:6 imports forwarder.delivery.netguard.check",
+    ]
+    assert breaches("forwarder.pglog") == ["forwarder/pglog/y.py:3 imports forwarder.metrics"]
