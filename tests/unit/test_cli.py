@@ -129,12 +129,6 @@ SAMPLE = (
 )
 
 
-def recent_sample() -> str:
-    """SAMPLE as written a minute ago, for a running daemon: its overview counts the last 24 hours
-    and its retention keeps 7 days, both on the real clock."""
-    return SAMPLE.replace("2026-11-22 10:00", time.strftime("%Y-%m-%d %H:%M", time.gmtime(time.time() - 60)))
-
-
 def test_parse_prints_one_spec_object_per_entry() -> None:
     out = run("parse", "--prefix", "%m [%p] %q%u@%d ", stdin=SAMPLE)
     assert out.returncode == 0, out.stderr
@@ -173,7 +167,7 @@ def test_parse_says_when_the_prefix_matches_nothing() -> None:
 def live(tmp_path: Path) -> DaemonProcess:
     logs = tmp_path / "pglogs"
     logs.mkdir()
-    (logs / "postgresql.log").write_text(recent_sample())
+    (logs / "postgresql.log").write_text(SAMPLE)
     d = DaemonProcess(
         tmp_path / "fwd",
         [{"id": "main", "name": "shop", "log": {"path": str(logs / "*.log"), "line_prefix": "%m [%p] %q%u@%d "}}],
@@ -237,7 +231,7 @@ def test_status_and_destinations_test_read_the_running_daemon(tmp_path: Path) ->
     thread.run(receiver.start())
     logs = tmp_path / "pglogs"
     logs.mkdir()
-    (logs / "postgresql.log").write_text(recent_sample())
+    (logs / "postgresql.log").write_text(SAMPLE)
     d = DaemonProcess(
         tmp_path / "fwd",
         [{"id": "main", "name": "shop", "log": {"path": str(logs / "*.log"), "line_prefix": "%m [%p] %q%u@%d "}}],
