@@ -143,6 +143,29 @@ SPEC_FIELDS: Final = (
     "duration_ms", "redacted",
 )  # fmt: skip
 IDENTITY_FIELDS: Final = ("id", "host", "database_id", "database_name")
+# What each field means, for the API document (docs/api.md's table says more, with examples).
+FIELD_DESCRIPTIONS: Final[dict[str, str]] = {
+    "id": "Identifier of the line, a decimal string; later lines have larger ids.",
+    "time": "When PostgreSQL wrote the line: RFC 3339, UTC, milliseconds.",
+    "host": "Host name of the server, as configured for the database.",
+    "database_id": "Identifier of the monitored database (its id in the config).",
+    "database_name": "Display name of the monitored database.",
+    "severity": "PostgreSQL's severity: LOG, WARNING, ERROR, FATAL, PANIC, and others.",
+    "kind": "What the line is about, classified from its message and SQLSTATE.",
+    "sqlstate": "PostgreSQL's error code (five characters); null when the log does not say or it is 00000.",
+    "message": "The primary message, values removed unless the database keeps full text.",
+    "detail": "The DETAIL line, values removed likewise.",
+    "hint": "The HINT line, values removed likewise.",
+    "context": "The CONTEXT line, values removed likewise.",
+    "statement": "The statement behind the line, normalized with positional placeholders ($1, $2, ...).",
+    "user": "The PostgreSQL user of the session.",
+    "database": "The PostgreSQL database (datname) the session was connected to.",
+    "application": "The application_name of the connection.",
+    "client": "The client's address (host without port), or [local] for a Unix socket.",
+    "pid": "Process id of the backend that wrote the line.",
+    "duration_ms": "Milliseconds, for slow statements and lock waits; null otherwise.",
+    "redacted": "true when values were removed from the line.",
+}
 
 
 def line_document(line: LogLine, host: str, database_id: str, database_name: str) -> dict[str, object]:

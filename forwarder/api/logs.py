@@ -30,6 +30,7 @@ from forwarder.api.context import CONTEXT, DatabaseView
 from forwarder.api.errors import ApiError, bad_body, bad_parameter, json_response, raw_json_response
 from forwarder.config import LogFormat
 from forwarder.model import (
+    FIELD_DESCRIPTIONS,
     IDENTITY_FIELDS,
     KIND_ALIASES,
     KINDS,
@@ -231,10 +232,13 @@ def _line_fields() -> dict[str, Any]:
     # The fields and their order are SPEC_FIELDS; their types are LogLine's (identity: text).
     types = get_type_hints(LogLine)
     special: dict[str, Any] = {
-        "id": (str, Field(pattern=LINE_ID_PATTERN, description="Increasing; later lines have larger ids.")),
-        "time": (Time, Field(description="When PostgreSQL wrote the line, UTC, milliseconds.")),
+        "id": (str, Field(pattern=LINE_ID_PATTERN, description=FIELD_DESCRIPTIONS["id"])),
+        "time": (Time, Field(description=FIELD_DESCRIPTIONS["time"])),
     }
-    plain = {name: (str if name in IDENTITY_FIELDS else types.get(name), ...) for name in SPEC_FIELDS}
+    plain = {
+        name: (str if name in IDENTITY_FIELDS else types.get(name), Field(description=FIELD_DESCRIPTIONS[name]))
+        for name in SPEC_FIELDS
+    }
     return {name: special.get(name, plain[name]) for name in SPEC_FIELDS}
 
 

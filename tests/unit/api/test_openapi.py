@@ -69,6 +69,8 @@ def test_the_log_line_has_the_twenty_fields_in_order_all_required() -> None:
     line = SCHEMAS["LogLine"]
     assert list(line["properties"]) == list(SPEC_FIELDS) == line["required"]
     assert line["properties"]["kind"]["enum"] and line["properties"]["id"]["type"] == "string"
+    undescribed = [name for name, schema in line["properties"].items() if not schema.get("description")]
+    assert undescribed == []
 
 
 def test_query_parameters_come_from_the_query_models() -> None:
