@@ -619,8 +619,6 @@ class PgCluster:
             "USER": self._server_user,
             "LOGNAME": self._server_user,
             "TZ": "UTC",
-            # libfaketime's settings (`make test-week-ahead`): the server's clock moves with the tests'.
-            **{k: v for k, v in os.environ.items() if k == "LD_PRELOAD" or k.startswith(("FAKETIME", "DONT_FAKE"))},
         }
         kwargs: dict[str, Any] = {}
         if self._as_root:
