@@ -26,12 +26,16 @@ test: $(STAMP)
 	$(MAKE) --no-print-directory lint
 	$(VENV)/bin/pytest -q -p no:cacheprovider
 
-# The whole suite with every process's clock (tests, daemons, PostgreSQL) 8 days ahead: no test may
-# depend on the day it runs (libfaketime; FAKETIME_SHIFT=+30d for another shift).
+# The suite with the clock of the tests and of every daemon they start 8 days ahead: no test may
+# depend on the day it runs (libfaketime; FAKETIME_SHIFT=+30d for another shift). Tests that start
+# a PostgreSQL server are left out: libfaketime cannot move PostgreSQL 15's clock as a whole (the
+# postmaster forks backends and autovacuum workers from its signal handlers, and those run on the
+# real clock, so the server writes lines 8 days apart and its lock timeouts never fire). Those tests
+# take every time from what the server writes while they run, never a fixed day.
 FAKETIME_SHIFT ?= +8d
 test-week-ahead: $(STAMP)
 	@bash scripts/install-test-deps.sh
-	faketime -f "$(FAKETIME_SHIFT)" $(VENV)/bin/pytest -q -p no:cacheprovider
+	faketime -f "$(FAKETIME_SHIFT)" $(VENV)/bin/pytest -q -p no:cacheprovider -m "not postgres"
 
 unit: $(STAMP)
 	$(VENV)/bin/pytest -q tests/unit

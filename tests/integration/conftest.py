@@ -15,10 +15,13 @@ _HERE = Path(__file__).resolve().parent
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test collected from tests/integration with `integration`."""
+    """Mark every test collected from tests/integration with `integration`, and those that start a
+    PostgreSQL server with `postgres` too."""
     for item in items:
         if item.path.resolve().parent == _HERE or _HERE in item.path.resolve().parents:
             item.add_marker(pytest.mark.integration)
+            if "pg_bin" in getattr(item, "fixturenames", ()):  # every way to a cluster asks for pg_bin
+                item.add_marker(pytest.mark.postgres)
 
 
 @pytest.fixture(scope="session")
