@@ -42,6 +42,9 @@ CREDENTIAL: Final = (
     " never shown again."
 )
 WRITE_ONLY: Final[dict[str, Any]] = {"writeOnly": True}
+Credential = Annotated[
+    str | None, Field(min_length=1, max_length=MAX_CREDENTIAL, description=CREDENTIAL, json_schema_extra=WRITE_ONLY)
+]
 
 
 class CreateBody(BaseModel):
@@ -52,13 +55,7 @@ class CreateBody(BaseModel):
     name: str = Field(min_length=1, max_length=200, description="Display name.")
     config: dict[str, Any] = Field(default_factory=dict, description="Settings of the kind.")
     filter: FilterBody = Field(default_factory=FilterBody)
-    secret: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=MAX_CREDENTIAL,
-        description=CREDENTIAL,
-        json_schema_extra=WRITE_ONLY,
-    )
+    secret: Credential = None
     enabled: StrictBool = True
 
 
@@ -70,13 +67,7 @@ class PatchBody(BaseModel):
     enabled: StrictBool | None = None
     config: dict[str, Any] | None = Field(default=None, description="Settings of the kind, replaced whole.")
     filter: FilterBody | None = None
-    secret: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=MAX_CREDENTIAL,
-        description=CREDENTIAL,
-        json_schema_extra=WRITE_ONLY,
-    )
+    secret: Credential = None
 
 
 class DeliveryView(BaseModel):
