@@ -44,8 +44,15 @@ def _cmdline(pid: int) -> str:
     return raw.replace(b"\0", b" ").decode(errors="replace").strip()
 
 
-def live_descendants(pid: int | None = None) -> list[Proc]:
-    """Processes below `pid` (this one by default) that have not exited, the interpreter's own helpers aside.
+def is_live(pid: int) -> bool:
+    """The process exists and has not exited (a zombie only waits for its parent to read its status)."""
+    st = _stat(Path(f"/proc/{pid}"))
+    return st is not None and st[0] not in ("Z", "X")
+
+
+def live_descendants(pid: int | None = None, *, helpers: bool = False) -> list[Proc]:
+    """Processes below `pid` (this one by default) that have not exited, the interpreter's own helpers
+    aside unless `helpers`.
 
     A zombie (exited, not yet reaped) is not live.
     """
@@ -62,7 +69,7 @@ def live_descendants(pid: int | None = None) -> list[Proc]:
             if state in ("Z", "X"):
                 continue
             cmdline = _cmdline(child)
-            if not any(helper in cmdline for helper in INTERPRETER_HELPERS):
+            if helpers or not any(helper in cmdline for helper in INTERPRETER_HELPERS):
                 found.append(Proc(child, cmdline))
     return found
 
