@@ -9,20 +9,28 @@ was not stored: no line twice, none skipped.
     poll: glob -> stat -> (new file? truncated? gone?) -> read chunk -> reader.feed
           -> store.append(lines, offsets)    one transaction
 
-Local log files are read with plain blocking calls: they come from the page cache in
-microseconds, and a thread hop per chunk would cost more than it saves.
+Files in the log directory are hostile (whoever can write there is not the daemon): a name is
+opened with O_NONBLOCK | O_NOFOLLOW and the descriptor must be a regular file with the inode
+that was checked, so a FIFO, a device or a link swapped in cannot block or redirect the reader.
+A symbolic link is followed only to a regular file in the link's own directory, never to one of
+the daemon's own files; any other entry is skipped and named in the overview. Reads of a regular
+file never block on its writer: they come from the page cache in microseconds, and a thread hop
+per chunk would cost more than it saves.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import glob
 import logging
 import os
 import stat
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import BinaryIO, Literal
 
 from forwarder import metrics
@@ -52,6 +60,7 @@ class SourceStatus:
     state: SourceState = "starting"
     file: str | None = None
     reason: str | None = None
+    skipped: tuple[Skipped, ...] = ()  # entries matching the glob that are not read
 
 
 @dataclass(slots=True)
@@ -82,14 +91,83 @@ class _File:
 # Reading states that mean the log cannot be read (forwarder_ingest_source_up = 0).
 _DOWN: frozenset[SourceState] = frozenset({"no_file", "permission_denied", "error"})
 
+# Never block on a FIFO or device, never follow a link the check did not resolve, never leak the
+# descriptor into a child process.
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+
+# Files next to the store that are the store too (WAL mode, and a rollback journal if ever used).
+_STORE_SUFFIXES = ("", "-wal", "-shm", "-journal")
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """An entry matching the glob that is not read, and why (in words)."""
+
+    path: str
+    why: str
+
+
+def _resolve(path: str) -> tuple[str, os.stat_result] | Skipped:
+    """The regular file `path` names under the link rule, with its `lstat` (FileNotFoundError: gone).
+
+    A symbolic link counts only when it resolves to a regular file in the link's own directory
+    (`postgresql.log -> postgresql-2026-11-23.log`); a loop, a dangling link, a link out of the
+    directory and anything not a regular file (FIFO, socket, device, directory) is `Skipped`.
+    """
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            target = os.path.realpath(path, strict=True)
+        except FileNotFoundError:
+            return Skipped(path, "a symbolic link to a missing file")
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return Skipped(path, "a symbolic link loop")
+            raise
+        if os.path.dirname(target) != os.path.realpath(os.path.dirname(path)):
+            return Skipped(path, "a symbolic link out of its directory")
+        path, st = target, os.lstat(target)
+    if not stat.S_ISREG(st.st_mode):
+        return Skipped(path, "not a regular file")
+    return path, st
+
+
+def _open_regular(path: str, key: tuple[int, int]) -> BinaryIO:
+    """Open `path` for reading if it is still the regular file `key` (raises FileNotFoundError if not).
+
+    Opened without following a link and without blocking (a FIFO put in its place answers at once),
+    then the descriptor itself is checked: what is read is what was checked.
+    """
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # a link swapped in since the check: the next poll looks again
+            raise FileNotFoundError(path) from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != key:  # replaced since the check
+        os.close(fd)
+        raise FileNotFoundError(path)
+    return os.fdopen(fd, "rb")
+
 
 class DatabaseFollower:
     """Reads one database's log files into the store; `run()` until cancelled."""
 
     def __init__(
-        self, db: DatabaseConfig, identity: Identity, store: Store, clock: Clock, worker: ParseWorker | None = None
+        self,
+        db: DatabaseConfig,
+        identity: Identity,
+        store: Store,
+        clock: Clock,
+        worker: ParseWorker | None = None,
+        private: Iterable[Path] = (),
     ) -> None:
+        """`private`: the daemon's own files besides the store's (secrets key, config), never read."""
         self.db = db
+        store_path = str(store.config.path)
+        self._private = [Path(store_path + suffix) for suffix in _STORE_SUFFIXES] + list(private)
+        self._skip_logged: set[Skipped] = set()
         self.identity = identity
         self._store = store
         self._clock = clock
@@ -195,26 +273,39 @@ class DatabaseFollower:
         """One pass: pick up new, truncated and gone files, read what is new, store it."""
         found: dict[tuple[int, int], tuple[str, os.stat_result]] = {}
         denied: str | None = None
+        skipped: list[Skipped] = []
+        private = self._private_keys()
         for path in sorted(glob.glob(self.db.log.path)):
             try:
-                st = os.stat(path)
+                checked = _resolve(path)
             except FileNotFoundError:
                 continue
             except PermissionError:
                 denied = path
                 continue
-            if stat.S_ISREG(st.st_mode):
-                found[(st.st_dev, st.st_ino)] = (path, st)
+            if isinstance(checked, Skipped):
+                skipped.append(checked)
+                continue
+            real, st = checked
+            key = (st.st_dev, st.st_ino)
+            if key in private:
+                skipped.append(Skipped(path, "a file of the forwarder itself"))
+            elif key not in found or real == path:  # a link and its target: the target's name
+                found[key] = (real, st)
+        self._log_skipped(skipped)
+        note = "skipped " + "; ".join(f"{s.path} ({s.why})" for s in skipped) if skipped else None
 
         # Files that left the glob (renamed away by logrotate, or deleted): the descriptor we hold
         # still reads them, so their last lines are not lost; then they are complete.
         for key in [k for k in self._files if k not in found]:
             await self._finish(self._files.pop(key))
         if not found:
+            why = f"permission denied: {denied}" if denied else f"no file matches {self.db.log.path}"
             self.status = SourceStatus(
                 "permission_denied" if denied else "no_file",
                 denied,
-                f"permission denied: {denied}" if denied else f"no file matches {self.db.log.path}",
+                f"{why}; {note}" if note else why,
+                tuple(skipped),
             )
             return
 
@@ -244,17 +335,32 @@ class DatabaseFollower:
                     f"no line matches the configured {self.db.log.format} format"
                     + (f" with prefix {self.db.log.line_prefix!r}" if self.db.log.format == "stderr" else ""),
                 )
-        self.status = problem or SourceStatus("reading", newest_path, None)
+        self.status = problem or SourceStatus("reading", newest_path, note, tuple(skipped))
         if any(k not in found for k in self._known):
             await self._store.forget_source_files(self.db.id, list(found))
             self._known = {k: v for k, v in self._known.items() if k in found}
 
+    def _private_keys(self) -> set[tuple[int, int]]:
+        """(device, inode) of the daemon's own files that exist now (a hard link to one is one too)."""
+        keys = set()
+        for p in self._private:
+            with contextlib.suppress(OSError):
+                st = os.stat(p)
+                keys.add((st.st_dev, st.st_ino))
+        return keys
+
+    def _log_skipped(self, skipped: list[Skipped]) -> None:
+        """Say once (not every poll) that an entry is skipped; again if it comes back after going."""
+        now = set(skipped)
+        for s in now - self._skip_logged:
+            log.warning(
+                "skipping an entry of the log directory",
+                extra={"database_id": self.db.id, "path": s.path, "reason": s.why},
+            )
+        self._skip_logged = now
+
     async def _open(self, key: tuple[int, int], path: str) -> _File:
-        fh = open(path, "rb")  # noqa: SIM115, ASYNC230 - a local file; held across polls, closed by _File.close
-        st = os.fstat(fh.fileno())
-        if (st.st_dev, st.st_ino) != key:  # replaced between stat and open: next poll sees the new one
-            fh.close()
-            raise FileNotFoundError(path)
+        fh = _open_regular(path, key)  # held across polls, closed by _File.close
         head = os.pread(fh.fileno(), HEAD_BYTES, 0)
         known = self._known.get(key)
         start = 0
@@ -295,12 +401,7 @@ class DatabaseFollower:
     def _descriptor(self, f: _File) -> int:
         """The open descriptor of `f`, reopening by path (checking it is still the same inode)."""
         if f.fh is None:
-            fh = open(f.path, "rb")  # noqa: SIM115 - held across polls
-            st = os.fstat(fh.fileno())
-            if (st.st_dev, st.st_ino) != (f.dev, f.ino):
-                fh.close()
-                raise FileNotFoundError(f.path)
-            f.fh = fh
+            f.fh = _open_regular(f.path, (f.dev, f.ino))
         return f.fh.fileno()
 
     async def _read_file(self, f: _File, now: float) -> None:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -96,14 +98,14 @@ async def test_unreadable_file_is_reported_and_reading_goes_on(
 ) -> None:
     (tmp_path / "a.log").write_bytes(entry(1))
     f = await follower(store, str(tmp_path / "a.log"))
-    real_open = open
+    real_open = os.open
 
-    def deny(path: object, *args: object, **kw: object) -> object:
+    def deny(path: str, flags: int, *args: Any, **kw: Any) -> int:
         if str(path).endswith("a.log"):
             raise PermissionError(13, "Permission denied")
-        return real_open(path, *args, **kw)  # type: ignore[call-overload]
+        return real_open(path, flags, *args, **kw)
 
-    monkeypatch.setattr("builtins.open", deny)
+    monkeypatch.setattr(os, "open", deny)
     await f.poll()
     assert f.status.state == "permission_denied" and f.status.file == str(tmp_path / "a.log")
     monkeypatch.undo()
