@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Iterator
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -185,3 +186,125 @@ async def test_a_stop_in_the_middle_of_a_backlog_stores_whole_entries_and_the_re
     await g.poll()
     await g.drain()
     assert await all_messages(store) == [f'relation "t{i}" does not exist' for i in range(n)]
+
+
+async def test_a_fifo_swapped_in_between_the_check_and_the_open_is_skipped_without_blocking(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "a.log").write_bytes(entry(1) + entry(2))
+    victim = tmp_path / "b.log"
+    victim.write_bytes(entry(3))
+    fifo = tmp_path / "fifo.tmp"
+    os.mkfifo(fifo)
+    swapped = threading.Event()
+
+    def swap_after(real: Callable[..., os.stat_result]) -> Callable[..., os.stat_result]:
+        def checked(path: Any, *args: Any, **kw: Any) -> os.stat_result:
+            st = real(path, *args, **kw)
+            if str(path) == str(victim) and not swapped.is_set():
+                swapped.set()
+                os.rename(fifo, victim)  # the race: a FIFO takes the name just after it was checked
+            return st
+
+        return checked
+
+    monkeypatch.setattr(os, "stat", swap_after(os.stat))
+    monkeypatch.setattr(os, "lstat", swap_after(os.lstat))
+    done = threading.Event()
+    hung: list[bool] = []
+
+    def watchdog() -> None:
+        """If the poll blocks in open(2) on the FIFO, open its writing end to release it, and say so."""
+        if done.wait(5):
+            return
+        try:
+            fd = os.open(victim, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO when no reader waits on it
+        except OSError:
+            return
+        hung.append(True)
+        os.close(fd)
+
+    guard = threading.Thread(target=watchdog)
+    guard.start()
+    ticks = 0
+
+    async def ticker() -> None:  # another task of the loop, such as the API answering /healthz
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    f = await follower(store, str(tmp_path / "*.log"))
+    tick = asyncio.create_task(ticker())
+    try:
+        await f.poll()
+    finally:
+        done.set()
+        guard.join()
+        tick.cancel()
+    monkeypatch.undo()
+    assert swapped.is_set()
+    assert not hung, "the poll blocked the event loop opening a FIFO"
+    assert ticks > 1
+    await f.poll()
+    await f.drain()
+    assert await messages(store) == ['relation "t1" does not exist', 'relation "t2" does not exist']
+    assert f.status.state == "reading" and "not a regular file" in (f.status.reason or "")
+
+
+async def test_a_symlink_loop_is_skipped_and_named_and_the_real_file_is_read(store: Store, tmp_path: Path) -> None:
+    (tmp_path / "loop.log").symlink_to("loop.log")
+    log = tmp_path / "postgresql.log"
+    f = await follower(store, str(tmp_path / "*.log"))
+    for i in range(100):
+        with log.open("ab") as fh:
+            fh.write(entry(i))
+        await f.poll()
+    await f.drain()
+    assert await all_messages(store) == [f'relation "t{i}" does not exist' for i in range(100)]
+    assert f.status.state == "reading" and f.status.file == str(log)
+    assert f.status.reason == f"skipped {tmp_path / 'loop.log'} (a symbolic link loop)"
+
+
+async def test_a_symlink_out_of_the_log_directory_is_never_read(store: Store, tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    key = tmp_path / "secrets.key"
+    key.write_bytes(entry(99) + entry(98))  # looks like a log, so a read would store it
+    (logs / "z.log").symlink_to(key)
+    (logs / "pg.log").write_bytes(entry(1) + entry(2))
+    f = await follower(store, str(logs / "*.log"))
+    await f.poll()
+    await f.drain()
+    assert await messages(store) == ['relation "t1" does not exist', 'relation "t2" does not exist']
+    assert [(sf.path, sf.head[:10]) for sf in await store.source_files("main")] == [
+        (str(logs / "pg.log"), entry(1)[:10])
+    ]
+    assert f.status.reason == f"skipped {logs / 'z.log'} (a symbolic link out of its directory)"
+
+
+async def test_a_link_to_a_file_of_its_directory_is_followed_across_rotation(store: Store, tmp_path: Path) -> None:
+    (tmp_path / "postgresql-1.log").write_bytes(entry(1) + entry(2))
+    current = tmp_path / "postgresql.log"
+    current.symlink_to("postgresql-1.log")
+    f = await follower(store, str(current))
+    await f.poll()
+    assert f.status.state == "reading" and f.status.file == str(tmp_path / "postgresql-1.log")
+    (tmp_path / "postgresql-2.log").write_bytes(entry(3) + entry(4))
+    (tmp_path / "next").symlink_to("postgresql-2.log")
+    os.rename(tmp_path / "next", current)  # the link moves to the new file, atomically
+    await f.poll()
+    await f.drain()
+    assert await messages(store) == [f'relation "t{i}" does not exist' for i in (1, 2, 3, 4)]
+    assert f.status.reason is None
+
+
+async def test_the_daemons_own_files_are_never_read_even_when_the_glob_matches_them(
+    store: Store, tmp_path: Path
+) -> None:
+    (tmp_path / "pg.log").write_bytes(entry(1) + entry(2))
+    (tmp_path / "store.log").symlink_to("s.db")  # the store is in the log directory here
+    f = await follower(store, str(tmp_path / "*"))
+    await f.poll()
+    assert [sf.path for sf in await store.source_files("main")] == [str(tmp_path / "pg.log")]
+    assert f.status.skipped and {s.why for s in f.status.skipped} == {"a file of the forwarder itself"}
