@@ -136,10 +136,16 @@ class Daemon:
             extra={"host": self.config.server.host, "port": self.api.port, "databases": len(self.registry.by_id)},
         )
 
+    def _private_files(self) -> list[Path]:
+        """The daemon's own files a log glob must never read (the store's are known to the follower)."""
+        files = [self.config.security.secrets_key_file]
+        files += [d.secret_file for d in self.config.destinations if d.secret_file is not None]
+        return files + ([Path(self.config_path)] if self.config_path is not None else [])
+
     async def _start_database(self, db: DatabaseConfig) -> None:
         identity = await self.store.register_database(db)
         worker = self._workers[next(self._next_worker) % len(self._workers)] if self._workers else None
-        follower = DatabaseFollower(db, identity, self.store, self.clock, worker)
+        follower = DatabaseFollower(db, identity, self.store, self.clock, worker, private=self._private_files())
         settings = await self.store.get_settings(db.id) or DatabaseSettings(db.enabled, db.full_text)
         follower.apply_settings(settings.enabled, settings.full_text)
         task = asyncio.create_task(follower.run(), name=f"read:{db.id}")

@@ -59,6 +59,7 @@ def test_files_and_fifos_renamed_over_one_name_leave_the_daemon_answering_and_re
     racer = threading.Thread(target=race)
     try:
         d.start()
+        os.link(secret, logs / "hard.log")  # the key (made at the start) under a name the glob matches
         racer.start()
         deadline = time.monotonic() + RACE_SECONDS
         while time.monotonic() < deadline:
@@ -73,6 +74,7 @@ def test_files_and_fifos_renamed_over_one_name_leave_the_daemon_answering_and_re
         overview = d.get("/v1/databases/main/logs/overview")["source"]
         assert "loop.log (a symbolic link loop)" in overview["reason"]
         assert "key.log (a symbolic link out of its directory)" in overview["reason"]
+        assert "hard.log (a file of the forwarder itself)" in overview["reason"]
     finally:
         stop.set()
         if racer.is_alive():
