@@ -95,6 +95,10 @@ _DOWN: frozenset[SourceState] = frozenset({"no_file", "permission_denied", "erro
 # descriptor into a child process.
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
 
+# What open(2) says when the checked regular file was replaced: by a link (O_NOFOLLOW), a socket
+# or a device without a driver, a directory, a file with a mandatory lock.
+_REPLACED_ERRNOS = frozenset({errno.ELOOP, errno.ENXIO, errno.ENODEV, errno.EISDIR, errno.EWOULDBLOCK})
+
 # Files next to the store that are the store too (WAL mode, and a rollback journal if ever used).
 _STORE_SUFFIXES = ("", "-wal", "-shm", "-journal")
 
@@ -141,7 +145,7 @@ def _open_regular(path: str, key: tuple[int, int]) -> BinaryIO:
     try:
         fd = os.open(path, _OPEN_FLAGS)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:  # a link swapped in since the check: the next poll looks again
+        if exc.errno in _REPLACED_ERRNOS:  # something else took the name since the check: looked at next poll
             raise FileNotFoundError(path) from None
         raise
     st = os.fstat(fd)
@@ -290,8 +294,8 @@ class DatabaseFollower:
             key = (st.st_dev, st.st_ino)
             if key in private:
                 skipped.append(Skipped(path, "a file of the forwarder itself"))
-            elif key not in found or real == path:  # a link and its target: the target's name
-                found[key] = (real, st)
+            else:
+                found[key] = (real, st)  # a link and its target: one file, under the target's name
         self._log_skipped(skipped)
         note = "skipped " + "; ".join(f"{s.path} ({s.why})" for s in skipped) if skipped else None
 

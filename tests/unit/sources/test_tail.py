@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -188,6 +189,25 @@ async def test_a_stop_in_the_middle_of_a_backlog_stores_whole_entries_and_the_re
     assert await all_messages(store) == [f'relation "t{i}" does not exist' for i in range(n)]
 
 
+def swap_in_after_the_check(monkeypatch: pytest.MonkeyPatch, victim: Path, replacement: Path) -> threading.Event:
+    """The race, made certain: `replacement` takes `victim`'s name just after the follower checked it."""
+    swapped = threading.Event()
+
+    def swap_after(real: Callable[..., os.stat_result]) -> Callable[..., os.stat_result]:
+        def checked(path: Any, *args: Any, **kw: Any) -> os.stat_result:
+            st = real(path, *args, **kw)
+            if str(path) == str(victim) and not swapped.is_set():
+                swapped.set()
+                os.rename(replacement, victim)
+            return st
+
+        return checked
+
+    monkeypatch.setattr(os, "stat", swap_after(os.stat))
+    monkeypatch.setattr(os, "lstat", swap_after(os.lstat))
+    return swapped
+
+
 async def test_a_fifo_swapped_in_between_the_check_and_the_open_is_skipped_without_blocking(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -196,20 +216,7 @@ async def test_a_fifo_swapped_in_between_the_check_and_the_open_is_skipped_witho
     victim.write_bytes(entry(3))
     fifo = tmp_path / "fifo.tmp"
     os.mkfifo(fifo)
-    swapped = threading.Event()
-
-    def swap_after(real: Callable[..., os.stat_result]) -> Callable[..., os.stat_result]:
-        def checked(path: Any, *args: Any, **kw: Any) -> os.stat_result:
-            st = real(path, *args, **kw)
-            if str(path) == str(victim) and not swapped.is_set():
-                swapped.set()
-                os.rename(fifo, victim)  # the race: a FIFO takes the name just after it was checked
-            return st
-
-        return checked
-
-    monkeypatch.setattr(os, "stat", swap_after(os.stat))
-    monkeypatch.setattr(os, "lstat", swap_after(os.lstat))
+    swapped = swap_in_after_the_check(monkeypatch, victim, fifo)
     done = threading.Event()
     hung: list[bool] = []
 
@@ -308,3 +315,23 @@ async def test_the_daemons_own_files_are_never_read_even_when_the_glob_matches_t
     await f.poll()
     assert [sf.path for sf in await store.source_files("main")] == [str(tmp_path / "pg.log")]
     assert f.status.skipped and {s.why for s in f.status.skipped} == {"a file of the forwarder itself"}
+
+
+async def test_a_socket_swapped_in_between_the_check_and_the_open_is_skipped(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "a.log").write_bytes(entry(1) + entry(2))
+    victim = tmp_path / "b.log"
+    victim.write_bytes(entry(3))
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(tmp_path / "sock.tmp"))  # open(2) on a socket fails with ENXIO
+        swapped = swap_in_after_the_check(monkeypatch, victim, tmp_path / "sock.tmp")
+        f = await follower(store, str(tmp_path / "*.log"))
+        await f.poll()
+        monkeypatch.undo()
+        assert swapped.is_set()
+        assert f.status.state == "reading"
+        await f.poll()
+        await f.drain()
+    assert await messages(store) == ['relation "t1" does not exist', 'relation "t2" does not exist']
+    assert f.status.reason == f"skipped {victim} (not a regular file)"
