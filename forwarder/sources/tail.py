@@ -48,6 +48,7 @@ CHUNK_BYTES = 256 * 1024  # one read; parsing a chunk keeps the event loop busy 
 APPEND_LINES = 5000  # lines per store transaction (fewer commits: each rewrites the hot index pages)
 MISMATCH_LINES = 20  # this many physical lines and none in the configured format: say so
 RETIRED_HEADS = 64
+SKIP_LOGGED = 256  # skipped entries remembered as already logged
 IDLE_CLOSE_SECONDS = 300  # an older file unchanged this long gives its descriptor back
 
 SourceState = Literal["starting", "reading", "disabled", "no_file", "permission_denied", "format_mismatch", "error"]
@@ -354,14 +355,15 @@ class DatabaseFollower:
         return keys
 
     def _log_skipped(self, skipped: list[Skipped]) -> None:
-        """Say once (not every poll) that an entry is skipped; again if it comes back after going."""
-        now = set(skipped)
-        for s in now - self._skip_logged:
+        """Say once that an entry is skipped, not at every poll nor each time a race brings it back."""
+        for s in set(skipped) - self._skip_logged:
             log.warning(
                 "skipping an entry of the log directory",
                 extra={"database_id": self.db.id, "path": s.path, "reason": s.why},
             )
-        self._skip_logged = now
+            if len(self._skip_logged) >= SKIP_LOGGED:  # bounded: with ever-new names, old ones may be logged again
+                self._skip_logged.clear()
+            self._skip_logged.add(s)
 
     async def _open(self, key: tuple[int, int], path: str) -> _File:
         fh = _open_regular(path, key)  # held across polls, closed by _File.close

@@ -335,3 +335,20 @@ async def test_a_socket_swapped_in_between_the_check_and_the_open_is_skipped(
         await f.drain()
     assert await messages(store) == ['relation "t1" does not exist', 'relation "t2" does not exist']
     assert f.status.reason == f"skipped {victim} (not a regular file)"
+
+
+async def test_a_skipped_entry_is_logged_once_even_when_it_keeps_coming_back(
+    store: Store, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "pg.log").write_bytes(entry(1))
+    loop = tmp_path / "loop.log"
+    f = await follower(store, str(tmp_path / "*.log"))
+    for _ in range(5):  # someone keeps putting the loop back
+        loop.symlink_to("loop.log")
+        await f.poll()
+        await f.poll()
+        loop.unlink()
+        await f.poll()
+    assert [
+        (r.getMessage(), getattr(r, "path", None)) for r in caplog.records if r.name == "forwarder.sources.tail"
+    ] == [("skipping an entry of the log directory", str(loop))]
