@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -55,8 +54,8 @@ _FUZZY_MIN: Final = 6
 _TAIL_MIN: Final = 4
 # A secret of several words (a PEM key) hides each of its pieces this long or longer on its own too.
 _PIECE_MIN: Final = 16
-# Between two characters of a secret, what a receiver may have put when it re-wrapped or quoted it.
-_SPLIT: Final = r"(?:\s|[\"'\\])*"
+# What a receiver may have put between two characters of a secret when it re-wrapped or quoted it.
+_SEPARATORS: Final = frozenset("\"'\\")
 
 
 def is_secret_parameter(name: str) -> bool:
@@ -148,7 +147,7 @@ class Hidden:
     """Texts never to show, and how to remove them from what a receiver says."""
 
     forms: tuple[str, ...] = dataclasses.field(default=(), repr=False)
-    spread: tuple[re.Pattern[str], ...] = dataclasses.field(default=(), repr=False)
+    compact: tuple[str, ...] = dataclasses.field(default=(), repr=False)  # forms without separators
 
     @classmethod
     def of(cls, secrets: Iterable[str | None]) -> Hidden:
@@ -158,7 +157,8 @@ class Hidden:
             if secret:
                 forms |= secret_forms(secret)
         ordered = tuple(sorted(forms, key=lambda f: (-len(f), f)))
-        return cls(ordered, tuple(p for p in map(_spread, ordered) if p is not None))
+        compact = {_compacted(f) for f in ordered}
+        return cls(ordered, tuple(sorted((c for c in compact if len(c) >= _FUZZY_MIN), key=lambda c: (-len(c), c))))
 
     @classmethod
     def of_destination(cls, config: Mapping[str, Any], secret: str | None) -> Hidden:
@@ -173,9 +173,27 @@ class Hidden:
         for form in self.forms:
             if form in text:
                 text = text.replace(form, HIDDEN)
-        for pattern in self.spread:
-            text = pattern.sub(HIDDEN, text)
-        return self._tail(text)
+        return self._tail(self._spread(text))
+
+    def _spread(self, text: str) -> str:
+        # Forms are looked for in the text without its separators; each one found is cut out of the
+        # text as it was, separators inside it included.
+        kept = [i for i, ch in enumerate(text) if not _is_separator(ch)]
+        flat = "".join(text[i] for i in kept)
+        spans: list[tuple[int, int]] = []
+        for form in self.compact:
+            at = flat.find(form)
+            while at != -1:
+                spans.append((kept[at], kept[at + len(form) - 1] + 1))
+                at = flat.find(form, at + len(form))
+        if not spans:
+            return text
+        out, last = [], 0
+        for start, end in sorted(spans):
+            if start >= last:
+                out += [text[last:start], HIDDEN]
+            last = max(last, end)
+        return "".join([*out, text[last:]])
 
     def _tail(self, text: str) -> str:
         # An answer cut to a length may end in the start of a secret.
@@ -213,11 +231,9 @@ class Hidden:
         return response if body is response.body else dataclasses.replace(response, body=body)
 
 
-def _spread(form: str) -> re.Pattern[str] | None:
-    """A pattern for `form` with any whitespace and quotes between its characters (None for a short form)."""
-    # The form's own whitespace and quotes are left to the separators, so every literal differs from
-    # what may stand between two of them: the pattern cannot backtrack without bound.
-    chars = [ch for ch in form if not (ch.isspace() or ch in "\"'\\")]
-    if len(chars) < _FUZZY_MIN:
-        return None
-    return re.compile(_SPLIT.join(re.escape(ch) for ch in chars))
+def _is_separator(ch: str) -> bool:
+    return ch.isspace() or ch in _SEPARATORS
+
+
+def _compacted(form: str) -> str:
+    return "".join(ch for ch in form if not _is_separator(ch))
