@@ -17,6 +17,7 @@ from forwarder.api.errors import ApiError, bad_body, json_response
 from forwarder.api.logs import LINE_ID_PATTERN, Time, read_json_object, validation_error
 from forwarder.model import KIND_ALIASES, KINDS, format_time
 from forwarder.sinks import validated_config
+from forwarder.sinks.credentials import masked_config
 from forwarder.store.destinations import DeliveryState, Destination, ManagedBy
 from forwarder.usecases import destinations as cases
 
@@ -162,11 +163,12 @@ def _time(seconds: float | None) -> str | None:
 
 def _shown_config(dest: Destination) -> dict[str, Any]:
     """The stored config as its kind's model names its keys today (a store written before a key was
-    renamed, such as `user` -> `username`, shows the new name)."""
+    renamed, such as `user` -> `username`, shows the new name), its URLs' credentials masked."""
     try:
-        return validated_config(dest.type, dest.config)
+        config = validated_config(dest.type, dest.config)
     except ValidationError:  # a config stored under older, stricter or looser rules: shown as stored
-        return dest.config
+        config = dest.config
+    return masked_config(config)
 
 
 async def view(ctx: ApiContext, dest: Destination, stored: DeliveryState) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from forwarder import metrics
 from forwarder.clock import Clock, with_timeout
 from forwarder.delivery.backoff import retry_wait
 from forwarder.sinks.base import DELIVERED, Outcome, OutcomeStatus, OutLine, Request, Response, Sink
+from forwarder.sinks.credentials import Hidden
 from forwarder.store import Store
 from forwarder.store.destinations import DeliveryState, Destination
 
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 
 DELIVERY_ID_PREFIX = "dlv_"
 LAG_REFRESH_SECONDS = 1.0
+NOTHING_HIDDEN = Hidden()
 
 
 def new_delivery_id() -> str:
@@ -65,19 +67,25 @@ def combine(outcomes: list[tuple[Request, Outcome]]) -> Outcome:
     return Outcome(status, first.reason, first.failure, retry_after, tuple(retry_ids) or None, tuple(rejected))
 
 
-async def exchange(sink: Sink, clock: Clock, request: Request) -> tuple[Outcome, float]:
-    """Send one request within the sink's timeout (on `clock`) and judge it; (outcome, seconds taken)."""
+async def exchange(
+    sink: Sink, clock: Clock, request: Request, hidden: Hidden = NOTHING_HIDDEN
+) -> tuple[Outcome, float]:
+    """Send one request within the sink's timeout (on `clock`) and judge it; (outcome, seconds taken).
+
+    What the receiver said reaches the sink's classify, and its reason everything after (the shown
+    error, the store, the log), without `hidden`: the destination's credentials, in any kind.
+    """
     started = clock.monotonic()
     response: Response | None = None
     error: BaseException | None = None
     try:
         response = await with_timeout(clock, sink.send(request), sink.timeout_seconds)
-        response = replace(response, received_at=clock.now())
+        response = hidden.response(replace(response, received_at=clock.now()))
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # judged by the sink's classify
         error = exc
-    return sink.classify(request, response, error), clock.monotonic() - started
+    return hidden.outcome(sink.classify(request, response, error)), clock.monotonic() - started
 
 
 class Deliverer:
@@ -91,8 +99,10 @@ class Deliverer:
         store: Store,
         clock: Clock,
         match: Callable[[int, int], bool],
+        hidden: Hidden = NOTHING_HIDDEN,
     ) -> None:
         self.dest = dest
+        self._hidden = hidden
         self.state = state
         self.sink = sink
         self._store = store
@@ -160,7 +170,7 @@ class Deliverer:
         """Encode and send `lines` once; the combined outcome of their requests."""
         results: list[tuple[Request, Outcome]] = []
         for request in self.sink.encode(lines, delivery_id, self._clock.now()):
-            outcome, seconds = await exchange(self.sink, self._clock, request)
+            outcome, seconds = await exchange(self.sink, self._clock, request, self._hidden)
             metrics.REQUEST_DURATION.labels(*self._labels).observe(seconds)
             if outcome.status == "delivered":
                 metrics.BYTES_SENT.labels(*self._labels).inc(len(request.body))

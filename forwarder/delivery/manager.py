@@ -34,6 +34,7 @@ from forwarder.secrets import SecretBox
 from forwarder.sinks import build_sink
 from forwarder.sinks._http import HttpSender
 from forwarder.sinks.base import Address, Outcome, OutLine, Sink, SinkEnv
+from forwarder.sinks.credentials import Hidden
 from forwarder.store import Store
 from forwarder.store.destinations import DeliveryState, Destination
 from forwarder.store.lines import Identity, encode_doc, splice_id
@@ -99,13 +100,17 @@ class DeliveryManager:
         """The secret encrypted for storage, bound to the destination's id."""
         return self._box.seal(secret, dest_id)
 
-    def _sink(self, dest: Destination) -> Sink:
+    def _sink(self, dest: Destination) -> tuple[Sink, Hidden]:
+        """The destination's sink, and what no text from its receiver may show (its credentials)."""
         assert self._session is not None, "start() first"
         env = SinkEnv(HttpSender(self._session), self._open_connection, self._store.store_id)
-        return build_sink(dest.type, dest.config, self.open_secret(dest), env)
+        secret = self.open_secret(dest)
+        return build_sink(dest.type, dest.config, secret, env), Hidden.of_destination(dest.config, secret)
 
     def _start(self, dest: Destination, state: DeliveryState) -> None:
-        deliverer = Deliverer(dest, state, self._sink(dest), self._store, self._clock, dest.filter.matcher(self._codes))
+        sink, hidden = self._sink(dest)
+        match = dest.filter.matcher(self._codes)
+        deliverer = Deliverer(dest, state, sink, self._store, self._clock, match, hidden)
         task = asyncio.create_task(self._run(deliverer), name=f"deliver:{dest.id}")
         self._running[dest.id] = (deliverer, task)
 
@@ -149,7 +154,7 @@ class DeliveryManager:
 
     async def test(self, dest: Destination) -> tuple[bool, str | None]:
         """Send one line marked as a test; (True, None) or (False, the error shown to the caller)."""
-        sink = self._sink(dest)
+        sink, hidden = self._sink(dest)
         now = self._clock.now()
         line = LogLine(
             time_us=int(now * 1_000_000),
@@ -163,7 +168,7 @@ class DeliveryManager:
         async def _send() -> Outcome:
             results = []
             for request in sink.encode([OutLine(TEST_LINE_ID, doc)], new_delivery_id(), self._clock.now()):
-                results.append((request, (await exchange(sink, self._clock, request))[0]))
+                results.append((request, (await exchange(sink, self._clock, request, hidden))[0]))
             return combine(results)
 
         try:

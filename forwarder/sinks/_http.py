@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
 import email.utils
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 import aiohttp
 
@@ -73,16 +72,6 @@ def error_outcome(error: BaseException) -> Outcome:
     if isinstance(error, aiohttp.ClientError | OSError):
         return Outcome("retry", f"connection failed: {type(error).__name__}", "connect")
     return Outcome("retry", f"failed: {type(error).__name__}", "error")
-
-
-def without_secrets(outcome: Outcome, hidden: Iterable[str]) -> Outcome:
-    """`outcome` with each of `hidden` (a credential as given, and as it travels) replaced by
-    <hidden> in its reason: a receiver's error text may echo what it was sent."""
-    reason = outcome.reason
-    for text in hidden:
-        if text:
-            reason = reason.replace(text, "<hidden>")
-    return outcome if reason == outcome.reason else dataclasses.replace(outcome, reason=reason)
 
 
 def classify_status(response: Response) -> Outcome:

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from forwarder.model import parse_time
 from forwarder.sinks._encode import fit_json, json_arrays, level
-from forwarder.sinks._http import classify_status, error_outcome, without_secrets
+from forwarder.sinks._http import classify_status, error_outcome
 from forwarder.sinks.base import (
     BatchLimits,
     HttpClient,
@@ -29,6 +29,7 @@ from forwarder.sinks.base import (
     SinkEnv,
     url_address,
 )
+from forwarder.sinks.credentials import Hidden, masked_url
 from forwarder.sinks.registry import SinkType, register
 
 # "Ingesting logs", Request limits: "The maximum allowed size of a single request ... is 10 MiB of
@@ -135,6 +136,7 @@ class BetterStackSink:
         self.config = config
         self._token = secret
         self._http = http
+        self._hidden = Hidden.of_destination(config.model_dump(), secret)
 
     def encode(self, lines: Sequence[OutLine], delivery_id: str, now: float) -> list[Request]:
         encoded = [(line.id, encode_event(line.doc, line.fields())) for line in lines]
@@ -156,13 +158,13 @@ class BetterStackSink:
         # token is fixed (the error is shown on the destination meanwhile).
         if response is None:
             return error_outcome(error or RuntimeError("no response"))
-        return without_secrets(classify_status(response), (self._token,))
+        return self._hidden.outcome(classify_status(self._hidden.response(response)))
 
     async def aclose(self) -> None:
         return None
 
     def __repr__(self) -> str:
-        return f"BetterStackSink(url={self.config.endpoint!r}, token=<hidden>)"
+        return f"BetterStackSink(url={masked_url(self.config.endpoint)!r}, token=<hidden>)"
 
 
 def _build(config: BetterStackConfig, secret: str | None, env: SinkEnv) -> Sink:

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from forwarder.model import parse_time
 from forwarder.sinks._encode import fit_json, json_arrays, level, line_text
-from forwarder.sinks._http import classify_status, error_outcome, without_secrets
+from forwarder.sinks._http import classify_status, error_outcome
 from forwarder.sinks.base import (
     BatchLimits,
     HttpClient,
@@ -31,6 +31,7 @@ from forwarder.sinks.base import (
     SinkEnv,
     url_address,
 )
+from forwarder.sinks.credentials import Hidden, masked_url
 from forwarder.sinks.registry import SinkType, register
 
 # "Send logs" (API v2), Overview: limits per HTTP request. "5MB" and "1MB" are read as decimal
@@ -152,6 +153,7 @@ class DatadogSink:
         self.config = config
         self._api_key = secret
         self._http = http
+        self._hidden = Hidden.of_destination(config.model_dump(), secret)
 
     def encode(self, lines: Sequence[OutLine], delivery_id: str, now: float) -> list[Request]:
         encoded = [(line.id, encode_item(line.fields())) for line in lines]
@@ -173,7 +175,7 @@ class DatadogSink:
     def classify(self, request: Request, response: Response | None, error: BaseException | None) -> Outcome:
         if response is None:
             return error_outcome(error or RuntimeError("no response"))
-        outcome = without_secrets(classify_status(response), (self._api_key,))
+        outcome = self._hidden.outcome(classify_status(self._hidden.response(response)))
         if response.status in REJECTED_STATUSES:
             return dataclasses.replace(outcome, status="rejected", retry_after=None)
         return outcome
@@ -182,7 +184,7 @@ class DatadogSink:
         return None
 
     def __repr__(self) -> str:
-        return f"DatadogSink(url={self.config.intake_url!r}, api_key=<hidden>)"
+        return f"DatadogSink(url={masked_url(self.config.intake_url)!r}, api_key=<hidden>)"
 
 
 def _build(config: DatadogConfig, secret: str | None, env: SinkEnv) -> Sink:

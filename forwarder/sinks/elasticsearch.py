@@ -25,7 +25,7 @@ import orjson
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from forwarder.sinks._encode import TEXT_KEYS, cut_text, fit_json, level, pack
-from forwarder.sinks._http import classify_status, error_outcome, without_secrets
+from forwarder.sinks._http import classify_status, error_outcome
 from forwarder.sinks.base import (
     DELIVERED,
     BatchLimits,
@@ -39,6 +39,7 @@ from forwarder.sinks.base import (
     SinkEnv,
     url_address,
 )
+from forwarder.sinks.credentials import Hidden
 from forwarder.sinks.registry import SinkType, register
 
 DEFAULT_INDEX: Final = "logs-postgresql-default"
@@ -361,8 +362,7 @@ class ElasticsearchSink:
         self._http = http
         self._store_id = store_id
         self._auth = authorization(config.username, secret)
-        # Never shown: the secret as given and as it travels.
-        self._hidden = tuple(s for s in {secret, self._auth.split(" ", 1)[1]} if s)
+        self._hidden = Hidden.of_destination(config.model_dump(), secret)
         self._url = config.bulk_url
         # A batch is read by stored bytes; encoding adds the action and a few fields per line, so
         # two thirds of the request limit makes most batches one request (encode splits the rest).
@@ -390,8 +390,8 @@ class ElasticsearchSink:
             doc_ids = [document_id(self._store_id, i) for i in request.line_ids]
             outcome = judge_bulk(request.line_ids, doc_ids, response.body)
         else:
-            outcome = judge_status(response, len(request.body))
-        return without_secrets(outcome, self._hidden)
+            outcome = judge_status(self._hidden.response(response), len(request.body))
+        return self._hidden.outcome(outcome)
 
     async def aclose(self) -> None:
         return None

@@ -29,7 +29,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from forwarder.model import SPEC_FIELDS, parse_time
 from forwarder.sinks._encode import TEXT_KEYS, cut_text, fit_json, level, line_text
-from forwarder.sinks._http import classify_status, error_outcome, without_secrets
+from forwarder.sinks._http import classify_status, error_outcome
 from forwarder.sinks.base import (
     DELIVERED,
     BatchLimits,
@@ -42,6 +42,7 @@ from forwarder.sinks.base import (
     SinkEnv,
     url_address,
 )
+from forwarder.sinks.credentials import Hidden, masked_url
 from forwarder.sinks.registry import SinkType, register
 
 PUSH_PATH: Final = "/loki/api/v1/push"
@@ -380,8 +381,7 @@ class LokiSink:
         self.config = config
         self._http = http
         self._authorization = authorization(config.username, secret)
-        # Never shown: the secret as given and as it travels.
-        self._hidden = (secret or "", (self._authorization or " ").split(" ", 1)[1])
+        self._hidden = Hidden.of_destination(config.model_dump(), secret)
         headers = [("Content-Type", "application/json"), ("Content-Encoding", "gzip")]
         if config.tenant_id:
             headers.append(("X-Scope-OrgID", config.tenant_id))
@@ -408,14 +408,14 @@ class LokiSink:
     def classify(self, request: Request, response: Response | None, error: BaseException | None) -> Outcome:
         if response is None:
             return error_outcome(error or RuntimeError("no response"))
-        return without_secrets(classify_push(response), self._hidden)
+        return self._hidden.outcome(classify_push(self._hidden.response(response)))
 
     async def aclose(self) -> None:
         return None
 
     def __repr__(self) -> str:
         secret = "<hidden>" if self._authorization else None
-        return f"LokiSink(url={self.config.push_url!r}, username={self.config.username!r}, secret={secret})"
+        return f"LokiSink(url={masked_url(self.config.push_url)!r}, username={self.config.username!r}, secret={secret})"
 
 
 def _build(config: LokiConfig, secret: str | None, env: SinkEnv) -> Sink:

@@ -16,7 +16,7 @@ from typing import ClassVar, Final
 from pydantic import BaseModel, ConfigDict, Field
 
 from forwarder.model import format_time
-from forwarder.sinks._http import classify_status, error_outcome, without_secrets
+from forwarder.sinks._http import classify_status, error_outcome
 from forwarder.sinks.base import (
     BatchLimits,
     HttpClient,
@@ -28,6 +28,7 @@ from forwarder.sinks.base import (
     SinkEnv,
     url_address,
 )
+from forwarder.sinks.credentials import Hidden, masked_url
 from forwarder.sinks.registry import SinkType, register
 
 MAX_LINES: Final = 500  # SPEC 8: at most 500 lines per batch
@@ -58,6 +59,7 @@ class WebhookSink:
         self.config = config
         self._secret = secret
         self._http = http
+        self._hidden = Hidden.of_destination(config.model_dump(), secret)
 
     def encode(self, lines: Sequence[OutLine], delivery_id: str, now: float) -> list[Request]:
         body = b"".join(
@@ -85,13 +87,13 @@ class WebhookSink:
     def classify(self, request: Request, response: Response | None, error: BaseException | None) -> Outcome:
         if response is None:
             return error_outcome(error or RuntimeError("no response"))
-        return without_secrets(classify_status(response), (self._secret,))
+        return self._hidden.outcome(classify_status(self._hidden.response(response)))
 
     async def aclose(self) -> None:
         return None
 
     def __repr__(self) -> str:
-        return f"WebhookSink(url={self.config.url!r}, secret=<hidden>)"
+        return f"WebhookSink(url={masked_url(self.config.url)!r}, secret=<hidden>)"
 
 
 def _build(config: WebhookConfig, secret: str | None, env: SinkEnv) -> Sink:

@@ -645,3 +645,167 @@ async def test_dns_resolver_reports_a_dead_server_as_a_dns_failure(fake_dns: Sta
     resolver = await fake_dns({"slow.example.com": None})
     with pytest.raises(DnsFailure, match="timed out"):
         await resolver.resolve("slow.example.com", 443)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The hostile-address list: one table, each input refused when the destination is checked AND when a
+# connection is made to it (nothing is ever dialled), and DNS rebinding at connection time
+# ---------------------------------------------------------------------------------------------------------------
+
+# Names the resolver of this table answers, as an attacker's DNS would.
+HOSTILE_NAMES = {
+    "metadata.google.internal": ["169.254.169.254"],
+    "metadata.azure.internal": ["169.254.169.254"],
+    "instance-data.ec2.internal": ["169.254.169.254"],
+    "metadata.test": ["fd00:ec2::254"],
+    "loopback.test": ["127.0.0.1"],
+    "loopback6.test": ["::1"],
+    "private.test": ["10.0.0.1"],
+    "mixed.test": [PUBLIC_V4, "192.168.1.1"],  # one good answer does not save a bad one
+    "mapped.test": ["::ffff:127.0.0.1"],
+    "nat64.test": ["64:ff9b::a9fe:a9fe"],
+    "zero.test": ["0.0.0.0"],
+    "cgnat.test": ["100.64.0.1"],
+    "ula.test": ["fc00::1"],
+    "xn--bcher-kva.test": ["10.9.9.9"],  # IDN: bücher.test as it goes to DNS
+}
+
+HOSTILE_URLS: list[str] = [
+    # odd IPv4 spellings of loopback and "this host"
+    "http://0x7f.1/",
+    "http://0x7f000001/",
+    "http://017700000001/",
+    "http://2130706433/",
+    "http://127.1/",
+    "http://127.0.1/",
+    "http://0177.0.0.1/",
+    "http://0x7F.0.0.1/",
+    "http://127.000.000.001/",
+    "http://0.0.0.0/",
+    "http://0/",
+    "http://127.0.0.1/",
+    "http://127.0.0.1:6379/",
+    "http://127.0.0.1:22/",
+    "https://127.255.255.254:8443/x",
+    # IPv6 loopback, unspecified and embeddings of private IPv4
+    "http://[::1]/",
+    "http://[::1]:9200/",
+    "http://[::]/",
+    "http://[0:0:0:0:0:0:0:1]/",
+    "http://[::ffff:127.0.0.1]/",
+    "http://[::ffff:7f00:1]/",
+    "http://[::FFFF:7F00:1]/",
+    "http://[::ffff:169.254.169.254]/",
+    "http://[64:ff9b::7f00:1]/",
+    "http://[64:ff9b::a9fe:a9fe]/",
+    "http://[2002:7f00:1::]/",
+    "http://[2002:a9fe:a9fe::1]/",
+    "http://[::127.0.0.1]/",
+    "http://[fe80::1]/",
+    "http://[fe80::1%25eth0]/",
+    "http://[fe80::1%eth0]/",
+    "http://[fc00::1]/",
+    "http://[fd00:ec2::254]/",
+    "http://[fdff:ffff::1]/",
+    # private and link-local IPv4, cloud metadata by address and by name
+    "http://10.0.0.1/",
+    "http://172.16.0.1/",
+    "http://192.168.0.1:8080/",
+    "http://100.64.0.1/",
+    "http://169.254.169.254/latest/meta-data/",
+    "http://169.254.170.2/v2/credentials",
+    "http://100.100.100.200/",
+    "http://metadata.google.internal/computeMetadata/v1/",
+    "http://METADATA.GOOGLE.INTERNAL/",
+    "http://metadata.azure.internal/",
+    "http://instance-data.ec2.internal/",
+    "http://metadata.test/",
+    # names resolving to what is refused
+    "http://loopback.test/",
+    "http://LOOPBACK.TEST:8080/",
+    "http://loopback6.test/",
+    "http://private.test/",
+    "http://mixed.test/",
+    "http://mapped.test/",
+    "http://nat64.test/",
+    "http://zero.test/",
+    "http://cgnat.test/",
+    "http://ula.test/",
+    "http://bücher.test/",
+    # localhost, trailing dots, case, IDN and full-width forms
+    "http://localhost/",
+    "http://LOCALHOST/",
+    "HTTP://LocalHost:8080/",
+    "http://api.localhost/",
+    "http://localhost./",
+    "http://127.0.0.1./",
+    "http://loopback.test./",
+    "http://\u24dbocalhost/",  # circled l
+    "http://\uff11\uff12\uff17.\uff10.\uff10.\uff11/",  # full-width digits
+    "http://127\u30020\u30020\u30021/",  # ideographic full stops
+    # user@host and other parser confusions
+    "http://user@127.0.0.1/",
+    "http://user:hunter2@public.example/",
+    "http://public.example@127.0.0.1/",
+    "http://127.0.0.1#@public.example/",
+    "http://127.0.0.1\\@public.example/",
+    "http://public.example\\@127.0.0.1/",
+    "http://127.0.0.1 public.example/",
+    "http://127.0.0.1%09/",
+    "http://%6c%6f%63%61%6c%68%6f%73%74/",
+    # schemes and ports
+    "gopher://127.0.0.1:6379/_INFO",
+    "file:///etc/passwd",
+    "ftp://public.example/",
+    "http://public.example:0/",
+    "http://public.example:65536/",
+]
+
+
+def test_the_hostile_table_is_long_enough() -> None:
+    assert len(HOSTILE_URLS) >= 60 and len(set(HOSTILE_URLS)) == len(HOSTILE_URLS)
+
+
+@pytest.mark.parametrize("url", HOSTILE_URLS)
+async def test_a_hostile_address_is_refused_when_checked(url: str) -> None:
+    resolver = StaticResolver({"public.example": [PUBLIC_V4], **HOSTILE_NAMES})
+    with pytest.raises(Refused) as refused:
+        await check_destination_url(url, resolver, ())
+    assert refused.value.reason and "hunter2" not in refused.value.reason  # never the URL's password
+
+
+@pytest.mark.parametrize("url", HOSTILE_URLS)
+async def test_a_hostile_address_is_never_dialled(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # At connection time the guard refuses every non-public address, whatever spelling aiohttp's own
+    # parser accepts. Only a public address may be dialled (user:hunter2@public.example is refused when
+    # the destination is checked, not here: it is no way to reach a private address).
+    dialled: list[object] = []
+
+    async def dial(*args: object, **kwargs: object) -> None:
+        dialled.append(args)
+        raise OSError("not in this test")
+
+    loop = asyncio.get_running_loop()
+    monkeypatch.setattr(loop, "create_connection", dial)
+    monkeypatch.setattr(loop, "sock_connect", dial)
+    resolver = StaticResolver({"public.example": [PUBLIC_V4], **HOSTILE_NAMES})
+    async with guarded_session((), resolver, timeout_seconds=5) as session:
+        with pytest.raises((Refused, aiohttp.ClientError, ValueError)):
+            async with session.get(url, allow_redirects=False):
+                pass
+    assert all(PUBLIC_V4 in str(address) for address in dialled), dialled
+
+
+async def test_dns_rebinding_public_at_the_check_then_private_at_the_connection_is_refused(
+    receiver: Receiver,
+) -> None:
+    # The name passes the create-time check with a public answer; when the connection is made, the
+    # attacker's DNS answers with the address of the service it wants reached (here: the receiver).
+    resolver = StaticResolver({"rebind.test": StaticResolver.in_turn([PUBLIC_V4], ["127.0.0.1"])})
+    url = f"http://rebind.test:{receiver.port}/"
+    assert (await check_destination_url(url, resolver, ())).host == "rebind.test"
+    async with guarded_session((), resolver, timeout_seconds=5) as session:
+        with pytest.raises(Refused, match="loopback"):
+            await _get(session, url)
+    assert resolver.calls == ["rebind.test", "rebind.test"]  # looked up again for the connection, and checked
+    assert receiver.hosts == []

@@ -6,7 +6,9 @@
   a line too long for the kind is cut, not dropped;
 - classify: 2xx delivered, 5xx, 429 (Retry-After honoured), timeouts and connection errors
   retried, each kind's documented 4xx rejected or retried;
-- the secret appears neither in the sink's repr, a request's repr, nor any outcome's reason.
+- the secret appears neither in the sink's repr, a request's repr, nor any outcome's reason, also
+  when the receiver echoes it (`401 invalid token: Bearer <token>`, basic auth's base64, cut short),
+  neither from the sink's classify alone nor through the delivery layer's exchange.
 
 A new kind is covered by registering it and adding its sample to SAMPLES (a test fails until then).
 """
@@ -14,6 +16,7 @@ A new kind is covered by registering it and adding its sample to SAMPLES (a test
 from __future__ import annotations
 
 import asyncio
+import base64
 import gzip
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,9 +26,13 @@ import orjson
 import pytest
 import trustme
 
+from forwarder.clock import FakeClock
+from forwarder.delivery.deliverer import exchange
 from forwarder.sinks import SINK_TYPES, SinkType, build_sink, register, validated_config
 from forwarder.sinks._encode import pack
 from forwarder.sinks.base import AddressRefused, Outcome, OutLine, Request, Response, Sink, SinkEnv
+from forwarder.sinks.credentials import Hidden
+from forwarder.sinks.syslog import HandshakeRefused
 from tests.linegen import mixed_lines
 from tests.sinkhelpers import TRANSPORT_ERRORS, NoHttp, out_lines, response
 
@@ -349,6 +356,61 @@ def test_the_secret_is_never_shown(kind: str) -> None:
     reasons = [_classified(kind, a).reason for a in answers]
     reasons += [_classified(kind, None, e).reason for e, _, _ in TRANSPORT_ERRORS]
     assert all(shown not in reason for reason in reasons)
+
+
+def echoes_of(secret: str) -> list[bytes]:
+    """What receivers were seen to say back: the credential as sent, in the forms it travels."""
+    basic = base64.b64encode(f"forwarder:{secret}".encode()).decode()
+    other_user = base64.b64encode(f"someone-else:{secret}".encode()).decode()
+    return [
+        f"invalid token: Bearer {secret}".encode(),
+        f"invalid credentials: Basic {basic}".encode(),
+        f"invalid credentials: Basic {other_user}".encode(),
+        f"invalid api key: ApiKey {base64.b64encode(f'key-id:{secret}'.encode()).decode()}".encode(),
+        f'{{"error": "bad key {secret!r}", "token": {orjson.dumps(secret).decode()}}}'.encode(),
+        # Cut by the receiver (or by the 200 characters a reason keeps) in the middle of the secret.
+        b"x" * 180 + f"bad token {secret}".encode(),
+    ]
+
+
+@pytest.mark.parametrize("kind", HTTP_KINDS)
+@pytest.mark.parametrize("status", [401, 403, 400, 500])
+def test_an_echoed_credential_never_reaches_the_reason(kind: str, status: int) -> None:
+    secret = SAMPLES[kind].secret
+    assert secret
+    for echo in echoes_of(secret):
+        reason = _classified(kind, response(status, echo)).reason
+        assert secret[:8] not in reason and "<hidden>" in reason, (echo, reason)
+
+
+class Echo:
+    """A receiver that answers `status` with `body` to every request."""
+
+    def __init__(self, status: int, body: bytes) -> None:
+        self.status, self.body = status, body
+
+    async def send(self, request: Request) -> Response:
+        return Response(self.status, {}, self.body)
+
+
+async def _refused_handshake(host: str, port: int, context: Any) -> Any:
+    raise HandshakeRefused(f"the receiver ended the connection: {SAMPLES['syslog'].secret}")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_the_delivery_layer_hides_what_any_receiver_echoes(kind: str) -> None:
+    # Through `exchange` (the delivery loop and the test endpoint): every kind, what the receiver
+    # said or what its connection raised, and the credentials a URL carries too.
+    sample = SAMPLES[kind]
+    assert sample.secret
+    secret = sample.secret.strip().splitlines()[1] if not sample.http else sample.secret
+    hidden = Hidden.of_destination(sample.config, sample.secret)
+    for echo in echoes_of(secret) if sample.http else [b""]:
+        env = SinkEnv(Echo(401, echo), _refused_handshake, "store-1")
+        sink = build_sink(kind, validated_config(kind, sample.config), sample.secret, env)
+        [request] = sink.encode(LINES[:3], "dlv_conformance", 1_800_000_000.0)
+        outcome, _ = await exchange(sink, FakeClock(), request, hidden)
+        assert outcome.status == "retry" and secret[:8] not in outcome.reason, outcome.reason
 
 
 def test_a_kind_registers_once() -> None:
