@@ -28,10 +28,12 @@ from typing import BinaryIO, Literal
 from forwarder import metrics
 from forwarder.clock import Clock
 from forwarder.config import DatabaseConfig
+from forwarder.logsetup import RepeatedFailureLog
 from forwarder.model import KINDS
 from forwarder.sources.parsing import AsyncReader, LocalReader, ParseWorker, ReaderSpec
 from forwarder.store import Identity, SourceFile, Store
 from forwarder.store.lines import Row
+from forwarder.store.store import write_failure_reason
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +108,7 @@ class DatabaseFollower:
         self._read_bytes = metrics.INGEST_BYTES.labels(db.id)
         self._last_read = metrics.LAST_READ.labels(db.id)
         self._lines_by_kind = [metrics.INGEST_LINES.labels(db.id, kind) for kind in KINDS]
+        self._failures = RepeatedFailureLog(log, clock)
 
     @property
     def status(self) -> SourceStatus:
@@ -149,12 +152,7 @@ class DatabaseFollower:
         try:
             while not self._stopping:
                 if self.enabled:
-                    try:
-                        await self.poll()
-                    except Exception as exc:  # keep going: the overview shows it
-                        log.exception("reading the log failed", extra={"database_id": self.db.id})
-                        self.status = SourceStatus("error", self.status.file, type(exc).__name__)
-                        await self._start_over()
+                    await self.poll_or_start_over()
                 else:
                     self.status = SourceStatus("disabled", None, "log reading is disabled in the settings")
                 self._wake.clear()
@@ -170,11 +168,24 @@ class DatabaseFollower:
                     extra={"database_id": self.db.id},
                 )
 
+    async def poll_or_start_over(self) -> None:
+        """`poll()`; a failure is shown in the status, and reading starts over from the stored offsets."""
+        try:
+            await self.poll()
+        except Exception as exc:  # keep going: the overview shows it
+            # A full disk fails every poll until space is freed: logged once, then at a bounded rate.
+            self._failures.failure("reading the log failed", exc, {"database_id": self.db.id})
+            self.status = SourceStatus("error", self.status.file, write_failure_reason(exc) or type(exc).__name__)
+            await self._start_over()
+        else:
+            self._failures.ok("reading the log works again", {"database_id": self.db.id})
+
     async def _start_over(self) -> None:
         """After a failure: forget what is in memory and continue from the offsets in the store."""
-        for f in self._files.values():
-            f.close()
+        files = list(self._files.values())
         self._files.clear()
+        for f in files:
+            await self._drop(f)
         self._known = {(sf.dev, sf.ino): sf for sf in await self._store.source_files(self.db.id)}
 
     async def drain(self) -> None:
@@ -188,8 +199,18 @@ class DatabaseFollower:
             if f.fh is not None and os.fstat(f.fh.fileno()).st_size == f.read_pos:
                 lines.extend(await f.reader.flush())
         await self._commit(lines, list(self._files.values()))
-        for f in self._files.values():
-            f.close()
+        files = list(self._files.values())
+        self._files.clear()
+        for f in files:
+            await self._drop(f)
+
+    async def _drop(self, f: _File) -> None:
+        """Close a file and its reader (in a parse worker, a reader lives until it is closed)."""
+        f.close()
+        try:
+            await f.reader.aclose()
+        except Exception:  # the worker is gone, and its readers with it
+            log.debug("closing a reader failed", exc_info=True, extra={"database_id": self.db.id})
 
     async def poll(self) -> None:
         """One pass: pick up new, truncated and gone files, read what is new, store it."""

@@ -7,6 +7,7 @@ transactions short and ordered, while WAL lets readers (the API) run beside it.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import sqlite3
 import threading
@@ -20,6 +21,7 @@ from typing import TypeVar
 from forwarder import metrics
 from forwarder.clock import Clock, with_timeout
 from forwarder.config import DatabaseConfig, StoreConfig
+from forwarder.logsetup import RepeatedFailureLog
 from forwarder.model import LogLine
 from forwarder.store import destinations as D
 from forwarder.store import lines as L
@@ -47,6 +49,29 @@ class OverviewNumbers:
     used_bytes: int  # of the whole store
 
 
+DISK_FULL = "disk full"
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """SQLite's SQLITE_FULL (it maps a write's ENOSPC to it), or ENOSPC itself."""
+    if isinstance(exc, sqlite3.Error):
+        # The extended code's low byte is the primary code (sqlite.org/rescode.html).
+        return (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF == sqlite3.SQLITE_FULL
+    return isinstance(exc, OSError) and exc.errno == errno.ENOSPC
+
+
+def write_failure_reason(exc: BaseException) -> str | None:
+    """Why the store could not write, in words, or None when `exc` is not the store failing
+    (a bug in a caller, a cancel)."""
+    if is_disk_full(exc):
+        return f"{DISK_FULL}: the store cannot write ({exc})"
+    if isinstance(exc, sqlite3.OperationalError | sqlite3.DatabaseError | OSError) and not isinstance(
+        exc, sqlite3.IntegrityError | sqlite3.ProgrammingError
+    ):
+        return f"the store cannot write: {type(exc).__name__}: {exc}"
+    return None
+
+
 def day_of(now: float) -> str:
     """UTC date used for daily usage."""
     return datetime.fromtimestamp(now, tz=UTC).strftime("%Y-%m-%d")
@@ -69,6 +94,9 @@ class Store:
         self.head_id = 0
         self.store_id = ""  # random, made when the store is created: names this store to receivers
         self._last_append = 0.0  # event-loop time of the last append
+        self.write_problem: str | None = None  # why the last write failed; None once one succeeds
+        self._write_failures = RepeatedFailureLog(log, clock)
+        metrics.STORE_WRITABLE.set(1)
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -117,13 +145,32 @@ class Store:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 result = fn(conn)
+                conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                # A failed COMMIT (SQLITE_FULL, SQLITE_BUSY) leaves the transaction open, while some
+                # errors (SQLITE_FULL in a statement) already rolled it back (sqlite.org/lang_transaction.html).
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
-            conn.execute("COMMIT")
             return result
 
-        return await asyncio.get_running_loop().run_in_executor(self._writer_pool, _txn)
+        try:
+            result = await asyncio.get_running_loop().run_in_executor(self._writer_pool, _txn)
+        except Exception as exc:
+            if (reason := write_failure_reason(exc)) is not None:
+                self._write_failed(reason, exc)
+            raise
+        if self.write_problem is not None:
+            self.write_problem = None
+            metrics.STORE_WRITABLE.set(1)
+            self._write_failures.ok("the store writes again")
+        return result
+
+    def _write_failed(self, reason: str, exc: Exception) -> None:
+        self.write_problem = reason
+        metrics.STORE_WRITABLE.set(0)
+        metrics.STORE_WRITE_FAILURES.labels("disk_full" if is_disk_full(exc) else "other").inc()
+        self._write_failures.failure("a store write failed", exc, {"reason": reason})
 
     def _reader(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
