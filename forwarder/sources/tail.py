@@ -39,7 +39,13 @@ log = logging.getLogger(__name__)
 
 HEAD_BYTES = 64  # enough to hold a prefix with a millisecond timestamp: unique per file
 CHUNK_BYTES = 256 * 1024  # one read; parsing a chunk keeps the event loop busy for a few ms only
-APPEND_LINES = 5000  # lines per store transaction (fewer commits: each rewrites the hot index pages)
+# A batch (one store transaction, and what the parse worker hands back at once) holds at most
+# APPEND_LINES entries and about APPEND_BYTES of stored documents: a chunk of one-word lines is
+# ~100k entries, and each is a parsed record in the worker and a row here before it is stored.
+APPEND_LINES = 5000  # entries per store transaction (fewer commits: each rewrites the hot index pages)
+APPEND_BYTES = 4 * 1024 * 1024  # a batch is stored once it reaches this; it passes it by one feed's rows at most
+FEED_LINES = APPEND_LINES // 4  # physical lines given to the reader at once (each completes at most one entry)
+FEED_BYTES = CHUNK_BYTES
 MISMATCH_LINES = 20  # this many physical lines and none in the configured format: say so
 RETIRED_HEADS = 64
 IDLE_CLOSE_SECONDS = 300  # an older file unchanged this long gives its descriptor back
@@ -347,32 +353,48 @@ class DatabaseFollower:
         await self._commit(await f.reader.flush_idle(now), [f])
 
     async def _read_to(self, f: _File, fd: int, size: int, now: float, *, stoppable: bool = True) -> None:
-        """Feed the bytes from the read position to `size`, storing every APPEND_LINES lines.
+        """Feed the bytes from the read position to `size`, storing batches of at most APPEND_LINES
+        entries and about APPEND_BYTES bytes.
 
         A `stop()` ends it early when `stoppable` (a file that left the glob is always read to its
         end: after a restart it may no longer be found).
+
+        A feed ends each batch's lines with the reader's offset, so a batch is what whole feeds made:
+        each feed gets at most as many physical lines as the batch has room for entries (a line
+        completes at most one entry), and at most FEED_LINES lines and FEED_BYTES bytes.
 
         While one batch is written (SQLite works in the store's thread, without the GIL) the next
         chunk is parsed; batches are still stored one after the other, in order.
         """
         lines: list[Row] = []
+        nbytes = 0
         writing: asyncio.Future[None] | None = None
         try:
             while f.read_pos < size and not (self._stopping and stoppable):
                 chunk = os.pread(fd, min(CHUNK_BYTES, size - f.read_pos), f.read_pos)
                 if not chunk:
                     break
-                f.read_pos += len(chunk)
                 self._read_bytes.inc(len(chunk))
                 self._last_read.set(self._clock.now())
-                f.seen_lines += chunk.count(b"\n")
-                lines.extend(await f.reader.feed(chunk, now))
-                if len(lines) >= APPEND_LINES:
-                    batch = self._prepare(lines, [f])  # offsets as of these lines, before parsing on
-                    if writing is not None:
-                        await writing
-                    writing = asyncio.ensure_future(self._write(*batch))
-                    lines = []
+                start = 0
+                while start < len(chunk):
+                    room = min(APPEND_LINES - len(lines), FEED_LINES)
+                    piece = chunk[start : start + FEED_BYTES]
+                    if piece.count(b"\n") > room:
+                        # cut right after the room-th newline: the last part of the split is the rest
+                        piece = piece[: len(piece) - len(piece.split(b"\n", room)[-1])]
+                    start += len(piece)
+                    f.read_pos += len(piece)
+                    f.seen_lines += piece.count(b"\n")
+                    rows = await f.reader.feed(piece, now)
+                    lines.extend(rows)
+                    nbytes += sum(len(row[-1]) for row in rows)
+                    if len(lines) >= APPEND_LINES or nbytes >= APPEND_BYTES:
+                        batch = self._prepare(lines, [f])  # offsets as of these lines, before parsing on
+                        if writing is not None:
+                            await writing
+                        writing = asyncio.ensure_future(self._write(*batch))
+                        lines, nbytes = [], 0
         finally:
             if writing is not None:
                 await writing

@@ -1,11 +1,11 @@
-"""The follower when the store cannot write (a full disk)."""
+"""The follower when the store cannot write (a full disk), and the size of what it hands the store."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import orjson
@@ -14,9 +14,12 @@ import pytest
 from forwarder import metrics
 from forwarder.clock import FakeClock
 from forwarder.config import DatabaseConfig, LogSourceConfig, StoreConfig
+from forwarder.sources import tail
 from forwarder.sources.parsing import ParseWorker
 from forwarder.sources.tail import DatabaseFollower
 from forwarder.store import LineQuery, Store
+from forwarder.store.lines import Identity, Row
+from forwarder.store.state import SourceFile
 
 PREFIX = "%m [%p] "
 
@@ -133,3 +136,30 @@ async def test_a_failed_commit_leaves_no_transaction_open(store: Store) -> None:
         await store._write(violate)
     _, key = await store.create_key("after", "read-only")
     assert await store.verify_key(key) is not None  # committed, seen by the readers
+
+
+async def test_a_flood_of_tiny_lines_is_stored_in_bounded_batches(
+    store: Store, clock: FakeClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tail, "APPEND_LINES", 1000)
+    monkeypatch.setattr(tail, "FEED_LINES", 100)
+    monkeypatch.setattr(tail, "APPEND_BYTES", 64 * 1024)
+    monkeypatch.setattr(tail, "FEED_BYTES", 8 * 1024)
+    n = 60_000  # more than one chunk's read
+    (tmp_path / "pg.log").write_bytes(b"word\n" * n)  # each line an entry of kind other
+    batches: list[tuple[int, int]] = []
+    real_append = store.append_rows
+
+    async def recording(identity: Identity, rows: Sequence[Row], files: Sequence[SourceFile], raw: int) -> int:
+        batches.append((len(rows), sum(len(r[-1]) for r in rows)))
+        return await real_append(identity, rows, files, raw)
+
+    monkeypatch.setattr(store, "append_rows", recording)
+    f = await follower(store, str(tmp_path / "*.log"), clock)
+    await f.poll()
+    await f.drain()
+    largest_doc = max(len(d) for d in (await store.list_lines(1, LineQuery(limit=500))).docs)
+    assert sum(count for count, _ in batches) == n
+    assert max(count for count, _ in batches) <= 1000
+    # Stored as soon as it reaches the byte bound: past it by one feed's rows at most.
+    assert max(nbytes for _, nbytes in batches) <= 64 * 1024 + 100 * largest_doc
