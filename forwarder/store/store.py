@@ -36,6 +36,7 @@ SIZE_TARGET = 0.95  # size retention aims at this fraction of max_bytes
 FTS_QUIET_SECONDS = 0.2  # the index waits for appends to pause this long...
 FTS_MAX_TAIL = 1_000_000  # ...unless this many lines are not indexed yet (a scan of them takes ~2 s)
 FTS_BATCH = 5000
+WRITE_RETRY_SECONDS = 5.0  # background work waits this long after the store failed to write
 
 
 @dataclass(frozen=True, slots=True)
@@ -472,16 +473,24 @@ class Store:
         Indexing yields to appends: while lines are arriving in bulk (a backlog) the writer thread
         stores them first, and the index catches up in the pauses. Searches stay exact meanwhile
         (the unindexed tail is scanned); past FTS_MAX_TAIL unindexed lines it indexes regardless.
+        A store that cannot write (a full disk) pauses this work instead of ending it.
         """
         next_retention = self._clock.monotonic()
         while True:
-            if self._clock.monotonic() >= next_retention:
-                await self.retention_once()
-                next_retention = self._clock.monotonic() + self.config.retention_interval_seconds
-            watermark = await self._read(L.fts_watermark)
-            busy = asyncio.get_running_loop().time() - self._last_append < FTS_QUIET_SECONDS
-            if self.head_id > watermark and (not busy or self.head_id - watermark > FTS_MAX_TAIL):
-                await self.index_once(FTS_BATCH)
+            try:
+                if self._clock.monotonic() >= next_retention:
+                    await self.retention_once()
+                    next_retention = self._clock.monotonic() + self.config.retention_interval_seconds
+                watermark = await self._read(L.fts_watermark)
+                busy = asyncio.get_running_loop().time() - self._last_append < FTS_QUIET_SECONDS
+                if self.head_id > watermark and (not busy or self.head_id - watermark > FTS_MAX_TAIL):
+                    await self.index_once(FTS_BATCH)
+                    continue
+            except Exception as exc:
+                if write_failure_reason(exc) is None:
+                    raise
+                # The disk is full (logged by _write): indexing and retention resume once it has room.
+                await self._clock.sleep(WRITE_RETRY_SECONDS)
                 continue
             if busy:
                 await asyncio.sleep(FTS_QUIET_SECONDS)
