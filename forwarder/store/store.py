@@ -66,7 +66,9 @@ def write_failure_reason(exc: BaseException) -> str | None:
     (a bug in a caller, a cancel)."""
     if is_disk_full(exc):
         return f"{DISK_FULL}: the store cannot write ({exc})"
-    if isinstance(exc, sqlite3.OperationalError | sqlite3.DatabaseError | OSError) and not isinstance(
+    # SQLite reports its own I/O failures as OperationalError (SQLITE_IOERR, SQLITE_READONLY...);
+    # an OSError is a caller's (reading a log file), not the store's.
+    if isinstance(exc, sqlite3.OperationalError | sqlite3.DatabaseError) and not isinstance(
         exc, sqlite3.IntegrityError | sqlite3.ProgrammingError
     ):
         return f"the store cannot write: {type(exc).__name__}: {exc}"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import errno
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from forwarder.config import DatabaseConfig, LogSourceConfig, StoreConfig
 from forwarder.model import LogLine
 from forwarder.store import Store
 from forwarder.store import lines as L
-from forwarder.store.store import WRITE_RETRY_SECONDS
+from forwarder.store.store import WRITE_RETRY_SECONDS, write_failure_reason
 
 
 async def limit_pages(store: Store, pages: int) -> None:
@@ -65,3 +67,18 @@ async def test_indexing_pauses_while_the_disk_is_full_and_catches_up_after(store
         run.cancel()
         with pytest.raises(asyncio.CancelledError):
             await run
+
+
+@pytest.mark.parametrize(
+    ("exc", "reason"),
+    [
+        (OSError(errno.ENOSPC, "No space left on device"), "disk full: the store cannot write"),
+        (sqlite3.OperationalError("attempt to write a readonly database"), "the store cannot write: OperationalError"),
+        (OSError(errno.ELOOP, "Too many levels of symbolic links"), None),  # a log file's, not the store's
+        (sqlite3.IntegrityError("UNIQUE constraint failed"), None),  # a bug, not the disk
+        (ValueError("x"), None),
+    ],
+)
+def test_what_counts_as_the_store_failing_to_write(exc: BaseException, reason: str | None) -> None:
+    got = write_failure_reason(exc)
+    assert got == reason if reason is None else (got or "").startswith(reason)
