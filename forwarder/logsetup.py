@@ -5,9 +5,12 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Mapping
 from typing import Final
 
 import orjson
+
+from forwarder.clock import Clock
 
 _STANDARD: Final = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 
@@ -51,3 +54,48 @@ def setup_logging(level: str = "info") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+
+
+class RepeatedFailureLog:
+    """Logs a failure that repeats (a full disk fails every write) once, then at a bounded rate.
+
+    The first failure is logged with its traceback; repeats are counted and summed up at most once
+    per `interval_seconds` (on the clock given), without a traceback; `ok()` logs the recovery once.
+    """
+
+    def __init__(self, logger: logging.Logger, clock: Clock, interval_seconds: float = 60.0) -> None:
+        self._log = logger
+        self._clock = clock
+        self._interval = interval_seconds
+        self._failing = False
+        self._last_logged = 0.0
+        self._repeats = 0  # failures not logged since the last line
+        self._total = 0  # failures since the last success
+
+    @property
+    def failing(self) -> bool:
+        return self._failing
+
+    def failure(self, msg: str, exc: BaseException, extra: Mapping[str, object] | None = None) -> None:
+        """One more failure: logged if it is the first, or the first after `interval_seconds`."""
+        now = self._clock.monotonic()
+        self._total += 1
+        fields = dict(extra or {})
+        if not self._failing:
+            self._failing = True
+            self._last_logged = now
+            self._log.error(msg, exc_info=exc, extra=fields)
+            return
+        self._repeats += 1
+        if now - self._last_logged >= self._interval:
+            fields.update(error=f"{type(exc).__name__}: {exc}", repeats=self._repeats)
+            self._log.error(f"{msg} (again, {self._repeats} times since the last report)", extra=fields)
+            self._last_logged = now
+            self._repeats = 0
+
+    def ok(self, msg: str, extra: Mapping[str, object] | None = None) -> None:
+        """A success: after failures, say once that it works again."""
+        if self._failing:
+            self._log.info(msg, extra={**(extra or {}), "failures": self._total})
+        self._failing = False
+        self._repeats = self._total = 0

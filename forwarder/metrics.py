@@ -75,6 +75,17 @@ LAST_READ: Final = Gauge(
 STORE_SIZE: Final = Gauge("forwarder_store_size_bytes", "Bytes of the store's pages in use.", registry=REGISTRY)
 STORE_MAX: Final = Gauge("forwarder_store_max_bytes", "The store's size cap (store.max_bytes).", registry=REGISTRY)
 STORE_LINES: Final = Gauge("forwarder_store_lines", "Lines in the store.", registry=REGISTRY)
+STORE_WRITABLE: Final = Gauge(
+    "forwarder_store_writable",
+    "1 while the store's last write succeeded, 0 while it cannot write (disk full, I/O error).",
+    registry=REGISTRY,
+)
+STORE_WRITE_FAILURES: Final = Counter(
+    "forwarder_store_write_failures",
+    "Store writes that failed, by reason (disk_full: no space on the store's filesystem; other).",
+    ("reason",),
+    registry=REGISTRY,
+)
 RETENTION_DELETED: Final = Counter(
     "forwarder_store_retention_deleted_lines",
     "Lines deleted by retention, by reason (age: past retention_days; size: over max_bytes).",

@@ -57,6 +57,7 @@ class Status(BaseModel):
     """How the daemon is."""
 
     status: str
+    reason: str | None = Field(None, description="Why it is not ready, when it says (the store cannot write).")
 
 
 class _Schemas(GenerateJsonSchema):
@@ -247,7 +248,8 @@ def operations() -> list[Operation]:
         Operation("get", "/healthz", "healthz", "Alive", {200: (Status, "The daemon answers.")}, public=True),
         Operation(
             "get", "/readyz", "readyz", "Ready: store open and API bound",
-            {200: (Status, "Ready."), 503: (Status, "Not ready: starting or stopping.")}, public=True,
+            {200: (Status, "Ready."), 503: (Status, "Not ready: starting, stopping, or the store cannot write.")},
+            public=True,
         ),
     ]  # fmt: skip
 

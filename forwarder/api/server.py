@@ -82,11 +82,15 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
-    """Ready: the store is open and the API is bound."""
+    """Ready: the store is open and can write (its last write succeeded), and the API is bound."""
     ctx = request.app[CONTEXT]
-    if ctx.ready and ctx.store.is_open:
-        return json_response({"status": "ready"})
-    return json_response({"status": "starting" if not ctx.ready else "store closed"}, status=503)
+    if not ctx.ready:
+        return json_response({"status": "starting"}, status=503)
+    if not ctx.store.is_open:
+        return json_response({"status": "store closed"}, status=503)
+    if ctx.store.write_problem is not None:
+        return json_response({"status": "store cannot write", "reason": ctx.store.write_problem}, status=503)
+    return json_response({"status": "ready"})
 
 
 async def metrics_endpoint(request: web.Request) -> web.Response:

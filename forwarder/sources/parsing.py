@@ -184,6 +184,10 @@ def _w_close(handle: int) -> None:
     _READERS.pop(handle, None)
 
 
+def _w_count() -> int:
+    return len(_READERS)
+
+
 # --- in the daemon --------------------------------------------------------------------------
 
 
@@ -218,6 +222,11 @@ class ParseWorker:
         handle = next(self._handles)
         await self.call(_w_open, handle, spec, full_text)
         return WorkerReader(self, handle, full_text, spec.identity.database_id)
+
+    async def reader_count(self) -> int:
+        """How many readers live in the worker (each holds a pending entry until closed)."""
+        count: int = await self.call(_w_count)
+        return count
 
     async def aclose(self) -> None:
         if self._pool is not None:

@@ -36,16 +36,24 @@ from typing import BinaryIO, Literal
 from forwarder import metrics
 from forwarder.clock import Clock
 from forwarder.config import DatabaseConfig
+from forwarder.logsetup import RepeatedFailureLog
 from forwarder.model import KINDS
 from forwarder.sources.parsing import AsyncReader, LocalReader, ParseWorker, ReaderSpec
 from forwarder.store import Identity, SourceFile, Store
 from forwarder.store.lines import Row
+from forwarder.store.store import write_failure_reason
 
 log = logging.getLogger(__name__)
 
 HEAD_BYTES = 64  # enough to hold a prefix with a millisecond timestamp: unique per file
 CHUNK_BYTES = 256 * 1024  # one read; parsing a chunk keeps the event loop busy for a few ms only
-APPEND_LINES = 5000  # lines per store transaction (fewer commits: each rewrites the hot index pages)
+# A batch (one store transaction, and what the parse worker hands back at once) holds at most
+# APPEND_LINES entries and about APPEND_BYTES of stored documents: a chunk of one-word lines is
+# ~100k entries, and each is a parsed record in the worker and a row here before it is stored.
+APPEND_LINES = 5000  # entries per store transaction (fewer commits: each rewrites the hot index pages)
+APPEND_BYTES = 4 * 1024 * 1024  # a batch is stored once it reaches this; it passes it by one feed's rows at most
+FEED_LINES = APPEND_LINES // 4  # physical lines given to the reader at once (each completes at most one entry)
+FEED_BYTES = CHUNK_BYTES
 MISMATCH_LINES = 20  # this many physical lines and none in the configured format: say so
 RETIRED_HEADS = 64
 SKIP_LOGGED = 256  # skipped entries remembered as already logged
@@ -189,6 +197,7 @@ class DatabaseFollower:
         self._read_bytes = metrics.INGEST_BYTES.labels(db.id)
         self._last_read = metrics.LAST_READ.labels(db.id)
         self._lines_by_kind = [metrics.INGEST_LINES.labels(db.id, kind) for kind in KINDS]
+        self._failures = RepeatedFailureLog(log, clock)
 
     @property
     def status(self) -> SourceStatus:
@@ -232,12 +241,7 @@ class DatabaseFollower:
         try:
             while not self._stopping:
                 if self.enabled:
-                    try:
-                        await self.poll()
-                    except Exception as exc:  # keep going: the overview shows it
-                        log.exception("reading the log failed", extra={"database_id": self.db.id})
-                        self.status = SourceStatus("error", self.status.file, type(exc).__name__)
-                        await self._start_over()
+                    await self.poll_or_start_over()
                 else:
                     self.status = SourceStatus("disabled", None, "log reading is disabled in the settings")
                 self._wake.clear()
@@ -253,11 +257,24 @@ class DatabaseFollower:
                     extra={"database_id": self.db.id},
                 )
 
+    async def poll_or_start_over(self) -> None:
+        """`poll()`; a failure is shown in the status, and reading starts over from the stored offsets."""
+        try:
+            await self.poll()
+        except Exception as exc:  # keep going: the overview shows it
+            # A full disk fails every poll until space is freed: logged once, then at a bounded rate.
+            self._failures.failure("reading the log failed", exc, {"database_id": self.db.id})
+            self.status = SourceStatus("error", self.status.file, write_failure_reason(exc) or type(exc).__name__)
+            await self._start_over()
+        else:
+            self._failures.ok("reading the log works again", {"database_id": self.db.id})
+
     async def _start_over(self) -> None:
         """After a failure: forget what is in memory and continue from the offsets in the store."""
-        for f in self._files.values():
-            f.close()
+        files = list(self._files.values())
         self._files.clear()
+        for f in files:
+            await self._drop(f)
         self._known = {(sf.dev, sf.ino): sf for sf in await self._store.source_files(self.db.id)}
 
     async def drain(self) -> None:
@@ -271,8 +288,18 @@ class DatabaseFollower:
             if f.fh is not None and os.fstat(f.fh.fileno()).st_size == f.read_pos:
                 lines.extend(await f.reader.flush())
         await self._commit(lines, list(self._files.values()))
-        for f in self._files.values():
-            f.close()
+        files = list(self._files.values())
+        self._files.clear()
+        for f in files:
+            await self._drop(f)
+
+    async def _drop(self, f: _File) -> None:
+        """Close a file and its reader (in a parse worker, a reader lives until it is closed)."""
+        f.close()
+        try:
+            await f.reader.aclose()
+        except Exception:  # the worker is gone, and its readers with it
+            log.debug("closing a reader failed", exc_info=True, extra={"database_id": self.db.id})
 
     async def poll(self) -> None:
         """One pass: pick up new, truncated and gone files, read what is new, store it."""
@@ -433,32 +460,48 @@ class DatabaseFollower:
         await self._commit(await f.reader.flush_idle(now), [f])
 
     async def _read_to(self, f: _File, fd: int, size: int, now: float, *, stoppable: bool = True) -> None:
-        """Feed the bytes from the read position to `size`, storing every APPEND_LINES lines.
+        """Feed the bytes from the read position to `size`, storing batches of at most APPEND_LINES
+        entries and about APPEND_BYTES bytes.
 
         A `stop()` ends it early when `stoppable` (a file that left the glob is always read to its
         end: after a restart it may no longer be found).
+
+        A feed ends each batch's lines with the reader's offset, so a batch is what whole feeds made:
+        each feed gets at most as many physical lines as the batch has room for entries (a line
+        completes at most one entry), and at most FEED_LINES lines and FEED_BYTES bytes.
 
         While one batch is written (SQLite works in the store's thread, without the GIL) the next
         chunk is parsed; batches are still stored one after the other, in order.
         """
         lines: list[Row] = []
+        nbytes = 0
         writing: asyncio.Future[None] | None = None
         try:
             while f.read_pos < size and not (self._stopping and stoppable):
                 chunk = os.pread(fd, min(CHUNK_BYTES, size - f.read_pos), f.read_pos)
                 if not chunk:
                     break
-                f.read_pos += len(chunk)
                 self._read_bytes.inc(len(chunk))
                 self._last_read.set(self._clock.now())
-                f.seen_lines += chunk.count(b"\n")
-                lines.extend(await f.reader.feed(chunk, now))
-                if len(lines) >= APPEND_LINES:
-                    batch = self._prepare(lines, [f])  # offsets as of these lines, before parsing on
-                    if writing is not None:
-                        await writing
-                    writing = asyncio.ensure_future(self._write(*batch))
-                    lines = []
+                start = 0
+                while start < len(chunk):
+                    room = min(APPEND_LINES - len(lines), FEED_LINES)
+                    piece = chunk[start : start + FEED_BYTES]
+                    if piece.count(b"\n") > room:
+                        # cut right after the room-th newline: the last part of the split is the rest
+                        piece = piece[: len(piece) - len(piece.split(b"\n", room)[-1])]
+                    start += len(piece)
+                    f.read_pos += len(piece)
+                    f.seen_lines += piece.count(b"\n")
+                    rows = await f.reader.feed(piece, now)
+                    lines.extend(rows)
+                    nbytes += sum(len(row[-1]) for row in rows)
+                    if len(lines) >= APPEND_LINES or nbytes >= APPEND_BYTES:
+                        batch = self._prepare(lines, [f])  # offsets as of these lines, before parsing on
+                        if writing is not None:
+                            await writing
+                        writing = asyncio.ensure_future(self._write(*batch))
+                        lines, nbytes = [], 0
         finally:
             if writing is not None:
                 await writing

@@ -7,6 +7,7 @@ transactions short and ordered, while WAL lets readers (the API) run beside it.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import sqlite3
 import threading
@@ -20,6 +21,7 @@ from typing import TypeVar
 from forwarder import metrics
 from forwarder.clock import Clock, with_timeout
 from forwarder.config import DatabaseConfig, StoreConfig
+from forwarder.logsetup import RepeatedFailureLog
 from forwarder.model import LogLine
 from forwarder.store import destinations as D
 from forwarder.store import lines as L
@@ -34,6 +36,7 @@ SIZE_TARGET = 0.95  # size retention aims at this fraction of max_bytes
 FTS_QUIET_SECONDS = 0.2  # the index waits for appends to pause this long...
 FTS_MAX_TAIL = 1_000_000  # ...unless this many lines are not indexed yet (a scan of them takes ~2 s)
 FTS_BATCH = 5000
+WRITE_RETRY_SECONDS = 5.0  # background work waits this long after the store failed to write
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +48,31 @@ class OverviewNumbers:
     usage_bytes: int  # of server log read today
     oldest_us: int | None  # the database's oldest line
     used_bytes: int  # of the whole store
+
+
+DISK_FULL = "disk full"
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """SQLite's SQLITE_FULL (it maps a write's ENOSPC to it), or ENOSPC itself."""
+    if isinstance(exc, sqlite3.Error):
+        # The extended code's low byte is the primary code (sqlite.org/rescode.html).
+        return (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF == sqlite3.SQLITE_FULL
+    return isinstance(exc, OSError) and exc.errno == errno.ENOSPC
+
+
+def write_failure_reason(exc: BaseException) -> str | None:
+    """Why the store could not write, in words, or None when `exc` is not the store failing
+    (a bug in a caller, a cancel)."""
+    if is_disk_full(exc):
+        return f"{DISK_FULL}: the store cannot write ({exc})"
+    # SQLite reports its own I/O failures as OperationalError (SQLITE_IOERR, SQLITE_READONLY...);
+    # an OSError is a caller's (reading a log file), not the store's.
+    if isinstance(exc, sqlite3.OperationalError | sqlite3.DatabaseError) and not isinstance(
+        exc, sqlite3.IntegrityError | sqlite3.ProgrammingError
+    ):
+        return f"the store cannot write: {type(exc).__name__}: {exc}"
+    return None
 
 
 def day_of(now: float) -> str:
@@ -69,6 +97,9 @@ class Store:
         self.head_id = 0
         self.store_id = ""  # random, made when the store is created: names this store to receivers
         self._last_append = 0.0  # event-loop time of the last append
+        self.write_problem: str | None = None  # why the last write failed; None once one succeeds
+        self._write_failures = RepeatedFailureLog(log, clock)
+        metrics.STORE_WRITABLE.set(1)
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -117,13 +148,32 @@ class Store:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 result = fn(conn)
+                conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                # A failed COMMIT (SQLITE_FULL, SQLITE_BUSY) leaves the transaction open, while some
+                # errors (SQLITE_FULL in a statement) already rolled it back (sqlite.org/lang_transaction.html).
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
-            conn.execute("COMMIT")
             return result
 
-        return await asyncio.get_running_loop().run_in_executor(self._writer_pool, _txn)
+        try:
+            result = await asyncio.get_running_loop().run_in_executor(self._writer_pool, _txn)
+        except Exception as exc:
+            if (reason := write_failure_reason(exc)) is not None:
+                self._write_failed(reason, exc)
+            raise
+        if self.write_problem is not None:
+            self.write_problem = None
+            metrics.STORE_WRITABLE.set(1)
+            self._write_failures.ok("the store writes again")
+        return result
+
+    def _write_failed(self, reason: str, exc: Exception) -> None:
+        self.write_problem = reason
+        metrics.STORE_WRITABLE.set(0)
+        metrics.STORE_WRITE_FAILURES.labels("disk_full" if is_disk_full(exc) else "other").inc()
+        self._write_failures.failure("a store write failed", exc, {"reason": reason})
 
     def _reader(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -425,16 +475,24 @@ class Store:
         Indexing yields to appends: while lines are arriving in bulk (a backlog) the writer thread
         stores them first, and the index catches up in the pauses. Searches stay exact meanwhile
         (the unindexed tail is scanned); past FTS_MAX_TAIL unindexed lines it indexes regardless.
+        A store that cannot write (a full disk) pauses this work instead of ending it.
         """
         next_retention = self._clock.monotonic()
         while True:
-            if self._clock.monotonic() >= next_retention:
-                await self.retention_once()
-                next_retention = self._clock.monotonic() + self.config.retention_interval_seconds
-            watermark = await self._read(L.fts_watermark)
-            busy = asyncio.get_running_loop().time() - self._last_append < FTS_QUIET_SECONDS
-            if self.head_id > watermark and (not busy or self.head_id - watermark > FTS_MAX_TAIL):
-                await self.index_once(FTS_BATCH)
+            try:
+                if self._clock.monotonic() >= next_retention:
+                    await self.retention_once()
+                    next_retention = self._clock.monotonic() + self.config.retention_interval_seconds
+                watermark = await self._read(L.fts_watermark)
+                busy = asyncio.get_running_loop().time() - self._last_append < FTS_QUIET_SECONDS
+                if self.head_id > watermark and (not busy or self.head_id - watermark > FTS_MAX_TAIL):
+                    await self.index_once(FTS_BATCH)
+                    continue
+            except Exception as exc:
+                if write_failure_reason(exc) is None:
+                    raise
+                # The disk is full (logged by _write): indexing and retention resume once it has room.
+                await self._clock.sleep(WRITE_RETRY_SECONDS)
                 continue
             if busy:
                 await asyncio.sleep(FTS_QUIET_SECONDS)

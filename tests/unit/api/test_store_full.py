@@ -1,0 +1,79 @@
+"""A store that cannot write (a full disk): /readyz, the overview and /metrics say so, until it writes again."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from forwarder.store import Store
+from tests.unit.api.conftest import Api
+
+
+async def limit_pages(store: Store, pages: int) -> None:
+    """SQLite's own SQLITE_FULL: the writer may not grow the database past `pages` (at least its
+    current size; sqlite.org/pragma.html#pragma_max_page_count)."""
+
+    def _set() -> None:
+        assert store._writer is not None
+        store._writer.execute(f"PRAGMA max_page_count = {pages}")
+
+    await asyncio.get_running_loop().run_in_executor(store._writer_pool, _set)
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 20) -> None:
+    """Wait for the daemon's own tasks (the follower polls its files every 0.25 s) to get there."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await check():
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.05)
+
+
+async def readyz(api: Api) -> tuple[int, dict[str, str]]:
+    async with api.session.get(api.url("/readyz")) as resp:
+        return resp.status, await resp.json()
+
+
+async def source(api: Api) -> dict[str, str]:
+    async with api.session.get(api.url("/v1/databases/main/logs/overview"), headers=api.auth(api.read_only)) as resp:
+        assert resp.status == 200
+        body: dict[str, dict[str, str]] = await resp.json()
+        return body["source"]
+
+
+async def metrics_text(api: Api) -> str:
+    async with api.session.get(api.url("/metrics")) as resp:
+        return await resp.text()
+
+
+async def test_a_full_store_is_not_ready_and_says_disk_full_until_it_writes_again(api: Api, tmp_path: Path) -> None:
+    store = api.daemon.store
+    assert (await readyz(api))[0] == 200
+    await limit_pages(store, 1)
+    n = 2000  # more than the free space of the new store's pages
+    (tmp_path / "logs").mkdir(exist_ok=True)
+    (tmp_path / "logs" / "pg.log").write_bytes(
+        b"".join(f"2026-11-22 10:00:00.000 UTC [{i}] LOG:  line {i}\n".encode() for i in range(n))
+    )
+
+    async def not_ready() -> bool:
+        return (await readyz(api))[0] == 503
+
+    await eventually(not_ready, "/readyz to answer 503")
+    status, body = await readyz(api)
+    assert status == 503
+    assert body["status"] == "store cannot write" and body["reason"].startswith("disk full")
+    src = await source(api)
+    assert src["state"] == "error" and src["reason"].startswith("disk full")
+    text = await metrics_text(api)
+    assert "forwarder_store_writable 0.0" in text
+    assert 'forwarder_store_write_failures_total{reason="disk_full"}' in text
+
+    await limit_pages(store, 1 << 30)  # space is freed
+
+    async def stored() -> bool:
+        return (await readyz(api))[0] == 200 and store.head_id >= n - 1  # the last line is pending
+
+    await eventually(stored, "the lines to be stored and /readyz to answer 200")
+    assert (await source(api))["state"] == "reading"
+    assert "forwarder_store_writable 1.0" in await metrics_text(api)

@@ -1,0 +1,165 @@
+"""The follower when the store cannot write (a full disk), and the size of what it hands the store."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+import orjson
+import pytest
+
+from forwarder import metrics
+from forwarder.clock import FakeClock
+from forwarder.config import DatabaseConfig, LogSourceConfig, StoreConfig
+from forwarder.sources import tail
+from forwarder.sources.parsing import ParseWorker
+from forwarder.sources.tail import DatabaseFollower
+from forwarder.store import LineQuery, Store
+from forwarder.store.lines import Identity, Row
+from forwarder.store.state import SourceFile
+
+PREFIX = "%m [%p] "
+
+
+def entry(i: int) -> bytes:
+    return f'2026-11-22 10:00:{i % 60:02d}.000 UTC [{100 + i}] ERROR:  relation "t{i}" does not exist\n'.encode()
+
+
+async def limit_pages(store: Store, pages: int) -> None:
+    """SQLite's own SQLITE_FULL: the writer may not grow the database past `pages` (at least its
+    current size; sqlite.org/pragma.html#pragma_max_page_count)."""
+
+    def _set() -> None:
+        assert store._writer is not None
+        store._writer.execute(f"PRAGMA max_page_count = {pages}")
+
+    await asyncio.get_running_loop().run_in_executor(store._writer_pool, _set)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+async def store(tmp_path: Path, clock: FakeClock) -> AsyncIterator[Store]:
+    s = Store(StoreConfig(path=tmp_path / "s.db"), clock)
+    await s.start()
+    yield s
+    await s.aclose()
+
+
+@pytest.fixture
+async def worker() -> AsyncIterator[ParseWorker]:
+    w = ParseWorker()
+    yield w
+    await w.aclose()
+
+
+async def follower(store: Store, glob: str, clock: FakeClock, worker: ParseWorker | None = None) -> DatabaseFollower:
+    db = DatabaseConfig(id="main", name="main", host="h", log=LogSourceConfig(path=glob, line_prefix=PREFIX))
+    f = DatabaseFollower(db, await store.register_database(db), store, clock, worker)
+    f._known = {(sf.dev, sf.ino): sf for sf in await store.source_files("main")}
+    return f
+
+
+async def all_messages(store: Store) -> list[str]:
+    out: list[str] = []
+    before = None
+    while True:
+        page = await store.list_lines(1, LineQuery(limit=500, before=before))
+        docs = [orjson.loads(d) for d in page.docs]
+        out.extend(d["message"] for d in docs)
+        if not page.has_more:
+            return list(reversed(out))
+        before = int(docs[-1]["id"])
+
+
+def sample(name: str, labels: dict[str, str] | None = None) -> float:
+    return metrics.REGISTRY.get_sample_value(name, labels or {}) or 0.0
+
+
+async def test_a_full_store_closes_the_dropped_readers_logs_at_a_bounded_rate_and_recovers_without_loss(
+    store: Store, clock: FakeClock, worker: ParseWorker, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    n = 500  # more than the free space of a new store's pages: the append needs new pages
+    (tmp_path / "pg.log").write_bytes(b"".join(entry(i) for i in range(n)))
+    f = await follower(store, str(tmp_path / "*.log"), clock, worker)
+    full_before = sample("forwarder_store_write_failures_total", {"reason": "disk_full"})
+    await limit_pages(store, 1)
+
+    polls = 10
+    for _ in range(polls):
+        await f.poll_or_start_over()
+        # Each failed poll opened a reader in the worker; it is closed when the follower drops it.
+        assert await worker.reader_count() == 0
+    assert f.status.state == "error"
+    assert (f.status.reason or "").startswith("disk full")
+    assert store.write_problem is not None and store.write_problem.startswith("disk full")
+    assert sample("forwarder_store_writable") == 0
+    assert sample("forwarder_store_write_failures_total", {"reason": "disk_full"}) - full_before == polls
+    # One report each from the follower and the store, with its traceback; no line per failure.
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert [r.getMessage() for r in errors] == ["reading the log failed", "a store write failed"] or [
+        r.getMessage() for r in errors
+    ] == ["a store write failed", "reading the log failed"]
+
+    clock.advance(61)  # a minute on: one summary line each, without a traceback
+    await f.poll_or_start_over()
+    again = [r for r in caplog.records if r.levelno >= logging.ERROR][2:]
+    assert len(again) == 2 and all(r.exc_info is None and "again, 10 times" in r.getMessage() for r in again)
+
+    await limit_pages(store, 1 << 30)  # space is freed
+    await f.poll_or_start_over()
+    await f.drain()
+    assert f.status.state == "reading"
+    assert store.write_problem is None and sample("forwarder_store_writable") == 1
+    assert await all_messages(store) == [f'relation "t{i}" does not exist' for i in range(n)]
+    assert await worker.reader_count() == 0  # drained: closed
+    assert "the store writes again" in caplog.messages and "reading the log works again" in caplog.messages
+
+
+async def test_a_failed_commit_leaves_no_transaction_open(store: Store) -> None:
+    """A COMMIT that fails (ENOSPC writing the WAL; here a deferred constraint, which fails the same
+    way at COMMIT) is rolled back: the store's next write works instead of failing for good."""
+
+    def violate(c: sqlite3.Connection) -> None:
+        c.execute("CREATE TEMP TABLE parent (id INTEGER PRIMARY KEY)")
+        c.execute("CREATE TEMP TABLE child (p REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)")
+        c.execute("INSERT INTO child VALUES (1)")
+
+    with pytest.raises(sqlite3.IntegrityError):
+        await store._write(violate)
+    _, key = await store.create_key("after", "read-only")
+    assert await store.verify_key(key) is not None  # committed, seen by the readers
+
+
+async def test_a_flood_of_tiny_lines_is_stored_in_bounded_batches(
+    store: Store, clock: FakeClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tail, "APPEND_LINES", 1000)
+    monkeypatch.setattr(tail, "FEED_LINES", 100)
+    monkeypatch.setattr(tail, "APPEND_BYTES", 64 * 1024)
+    monkeypatch.setattr(tail, "FEED_BYTES", 8 * 1024)
+    n = 60_000  # more than one chunk's read
+    (tmp_path / "pg.log").write_bytes(b"word\n" * n)  # each line an entry of kind other
+    batches: list[tuple[int, int]] = []
+    real_append = store.append_rows
+
+    async def recording(identity: Identity, rows: Sequence[Row], files: Sequence[SourceFile], raw: int) -> int:
+        batches.append((len(rows), sum(len(r[-1]) for r in rows)))
+        return await real_append(identity, rows, files, raw)
+
+    monkeypatch.setattr(store, "append_rows", recording)
+    f = await follower(store, str(tmp_path / "*.log"), clock)
+    await f.poll()
+    await f.drain()
+    largest_doc = max(len(d) for d in (await store.list_lines(1, LineQuery(limit=500))).docs)
+    assert sum(count for count, _ in batches) == n
+    assert max(count for count, _ in batches) <= 1000
+    # Stored as soon as it reaches the byte bound: past it by one feed's rows at most.
+    assert max(nbytes for _, nbytes in batches) <= 64 * 1024 + 100 * largest_doc

@@ -1,0 +1,84 @@
+"""The store's background work (full-text index, retention) on a full disk: it pauses, then resumes."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from forwarder.clock import FakeClock
+from forwarder.config import DatabaseConfig, LogSourceConfig, StoreConfig
+from forwarder.model import LogLine
+from forwarder.store import Store
+from forwarder.store import lines as L
+from forwarder.store.store import WRITE_RETRY_SECONDS, write_failure_reason
+
+
+async def limit_pages(store: Store, pages: int) -> None:
+    """SQLite's own SQLITE_FULL: the writer may not grow the database past `pages` (at least its
+    current size; sqlite.org/pragma.html#pragma_max_page_count)."""
+
+    def _set() -> None:
+        assert store._writer is not None
+        store._writer.execute(f"PRAGMA max_page_count = {pages}")
+
+    await asyncio.get_running_loop().run_in_executor(store._writer_pool, _set)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+async def store(tmp_path: Path, clock: FakeClock) -> AsyncIterator[Store]:
+    s = Store(StoreConfig(path=tmp_path / "s.db"), clock)
+    await s.start()
+    yield s
+    await s.aclose()
+
+
+async def test_indexing_pauses_while_the_disk_is_full_and_catches_up_after(store: Store, clock: FakeClock) -> None:
+    db = DatabaseConfig(id="main", name="main", host="h", log=LogSourceConfig(path="/nonexistent/*.log"))
+    ident = await store.register_database(db)
+    now_us = int(clock.now() * 1_000_000)
+    lines = [LogLine(time_us=now_us, severity="LOG", kind="other", message=f"message {i} " * 8) for i in range(3000)]
+    await store.append(ident, lines, [], 0)
+    await limit_pages(store, 1)  # the index needs pages it cannot have
+    run = asyncio.create_task(store.run())
+    try:
+        async with asyncio.timeout(20):
+            await clock.until_sleeping()  # the index write failed: waiting on the clock, not ended
+        assert not run.done()
+        assert (store.write_problem or "").startswith("disk full")
+        assert await store._read(L.fts_watermark) == 0
+
+        await limit_pages(store, 1 << 30)
+        clock.advance(WRITE_RETRY_SECONDS)
+        async with asyncio.timeout(20):
+            while await store._read(L.fts_watermark) < store.head_id:
+                await asyncio.sleep(0.01)  # the index catches up in the store's own task
+        assert store.write_problem is None
+    finally:
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+
+
+@pytest.mark.parametrize(
+    ("exc", "reason"),
+    [
+        (OSError(errno.ENOSPC, "No space left on device"), "disk full: the store cannot write"),
+        (sqlite3.OperationalError("attempt to write a readonly database"), "the store cannot write: OperationalError"),
+        (OSError(errno.ELOOP, "Too many levels of symbolic links"), None),  # a log file's, not the store's
+        (sqlite3.IntegrityError("UNIQUE constraint failed"), None),  # a bug, not the disk
+        (ValueError("x"), None),
+    ],
+)
+def test_what_counts_as_the_store_failing_to_write(exc: BaseException, reason: str | None) -> None:
+    got = write_failure_reason(exc)
+    assert got == reason if reason is None else (got or "").startswith(reason)
