@@ -47,6 +47,23 @@ class ServerConfig(_Section):
 
     host: str = Field("127.0.0.1", description="Address the Logs API listens on.")
     port: int = Field(8780, ge=0, le=65535, description="TCP port of the Logs API (0 picks a free one).")
+    max_connections: int = Field(
+        1024,
+        ge=1,
+        description="Connections the API holds open at once; more are closed at once (logged and counted). "
+        "Never more than the process's descriptor limit less reserved_descriptors.",
+    )
+    reserved_descriptors: int = Field(
+        256,
+        ge=16,
+        description="Descriptors kept back from the API for reading logs, the store and deliveries.",
+    )
+    header_timeout_seconds: float = Field(
+        10.0, gt=0, le=600, description="A new connection that has not sent a complete request head by then is closed."
+    )
+    keepalive_timeout_seconds: float = Field(
+        15.0, gt=0, le=3600, description="An idle keep-alive connection is closed after this long."
+    )
 
 
 class StoreConfig(_Section):
