@@ -11,11 +11,21 @@ import os
 import re
 import socket
 import tomllib
+import unicodedata
 import zoneinfo
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 LogFormat = Literal["stderr", "csvlog", "jsonlog"]
@@ -28,6 +38,17 @@ def _check_id(value: str) -> str:
     if not _ID_RE.match(value):
         raise ValueError("must be 1-63 characters of a-z, 0-9, '_' or '-', starting with a letter or digit")
     return value
+
+
+def _no_control_characters(value: str) -> str:
+    # Names are printed on terminals: ESC, BEL or CR in one could rewrite the screen or the title.
+    if any(unicodedata.category(c) == "Cc" for c in value):
+        raise PydanticCustomError("control_characters", "must not contain control characters (such as ESC, CR or LF)")
+    return value
+
+
+DisplayName = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_no_control_characters)]
+"""A destination's display name: 1-200 characters, none of them a control character."""
 
 
 class ConfigError(Exception):
@@ -204,7 +225,7 @@ class DestinationConfig(_Section):
 
     id: str = Field(description="Stable identifier, also its id in the API (the cursor is kept under it).")
     type: str = Field(description="The kind: webhook, datadog, better_stack, loki, elasticsearch or syslog.")
-    name: str | None = Field(None, description="Display name; defaults to the id.")
+    name: DisplayName | None = Field(None, description="Display name; defaults to the id.")
     enabled: bool = Field(True, description="Deliver to it.")
     config: dict[str, Any] = Field(default_factory=dict, description="The kind's settings (docs/destinations.md).")
     secret_env: str | None = Field(None, description="Environment variable holding the credential.")
