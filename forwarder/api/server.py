@@ -280,11 +280,12 @@ class ApiServer:
     def __init__(self, ctx: ApiContext) -> None:
         self._ctx = ctx
         server = ctx.config.server
-        self.limits = ConnectionLimits.of(server, descriptor_limit())
+        nofile = descriptor_limit()
+        self.limits = ConnectionLimits.of(server, nofile)
         if self.limits.max_connections < server.max_connections:
             log.info(
                 "API connections capped below the descriptor limit",
-                extra={"max_connections": self.limits.max_connections, "descriptor_limit": descriptor_limit()},
+                extra={"max_connections": self.limits.max_connections, "descriptor_limit": nofile},
             )
         self._runner = _Runner(
             build_app(ctx),
