@@ -75,7 +75,12 @@ def test_idle_connections_up_to_the_descriptor_limit_starve_neither_ingest_nor_c
     try:
         with soft_nofile(NOFILE):
             # Held connections must stay for the whole test: no header or idle deadline cuts them.
-            d.start(env={"FORWARDER_SERVER__HEADER_TIMEOUT_SECONDS": "600"})
+            d.start(
+                env={
+                    "FORWARDER_SERVER__HEADER_TIMEOUT_SECONDS": "600",
+                    "FORWARDER_SERVER__KEEPALIVE_TIMEOUT_SECONDS": "600",
+                }
+            )
         assert d.wait_for_line("main", "ready"), "the daemon did not read the log"
         before = stored_lines(d.root / "store.db")
 
