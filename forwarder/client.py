@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 EX_OK, EX_FAILED, EX_USAGE = 0, 1, 2
+MULTILINE_FIELDS = ("detail", "hint", "context", "statement")
 
 
 def credentials_path() -> Path:
@@ -66,7 +67,7 @@ def login(url: str, key: str) -> int:
     try:
         data = request_json(url, key, "/v1/databases")
     except ClientError as exc:
-        print(f"forwarder login: {exc}", file=sys.stderr)
+        _say(f"forwarder login: {exc}", file=sys.stderr)
         return EX_FAILED
     path = credentials_path()
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -75,7 +76,7 @@ def login(url: str, key: str) -> int:
         os.fchmod(fh.fileno(), 0o600)
         json.dump({"url": url.rstrip("/"), "key": key}, fh)
     names = ", ".join(d["name"] for d in data.get("databases", [])) or "none"
-    print(f"logged in to {url} (databases: {names}); saved to {path}")
+    _say(f"logged in to {url} (databases: {names}); saved to {path}")
     return EX_OK
 
 
@@ -109,9 +110,29 @@ def _credentials(args: argparse.Namespace) -> tuple[str, str]:
 
 # --- output -----------------------------------------------------------------------------------
 
+# Control characters (C0, DEL, C1) as repr writes them: a log line's text is whatever a database
+# client sent, and ESC, BEL or CR printed raw would let it retitle, clear or rewrite the terminal.
+_ESCAPES: dict[int, str] = {
+    c: {"\t": "\\t", "\n": "\\n", "\r": "\\r"}.get(chr(c), f"\\x{c:02x}") for c in (*range(0x20), *range(0x7F, 0xA0))
+}
+_ESCAPES_KEEPING_LAYOUT: dict[int, str] = {c: e for c, e in _ESCAPES.items() if chr(c) not in "\n\t"}
+
+
+def printable(value: object, *, keep_newlines: bool = False) -> str:
+    """`value` as text safe to print on a terminal: control characters written as escapes (`\\x1b`),
+    newlines and tabs kept when `keep_newlines` (the caller lays the lines out)."""
+    return str(value).translate(_ESCAPES_KEEPING_LAYOUT if keep_newlines else _ESCAPES)
+
+
+def _say(text: str, **kwargs: Any) -> None:
+    """Print one line built from the server's answers, escaped."""
+    print(printable(text), **kwargs)
+
 
 def format_line(line: dict[str, Any]) -> str:
-    """One log line for a terminal: time, severity, kind, message, then indented details."""
+    """One log line for a terminal: time, severity, kind, message, then indented details. Every
+    field's control characters are escaped; the details keep their newlines (indented)."""
+    line = {k: printable(v) if isinstance(v, str) and k not in MULTILINE_FIELDS else v for k, v in line.items()}
     who = "@".join(x for x in (line.get("user"), line.get("database")) if x)
     bits = [f"pid={line['pid']}" if line.get("pid") is not None else "", who]
     if line.get("duration_ms") is not None:
@@ -122,9 +143,9 @@ def format_line(line: dict[str, Any]) -> str:
     out = [
         f"{line['time']} {line['severity']:<7} {line['kind']:<20} {line['message']}" + (f"  ({meta})" if meta else "")
     ]
-    for field in ("detail", "hint", "context", "statement"):
+    for field in MULTILINE_FIELDS:
         if line.get(field):
-            text = str(line[field]).replace("\n", "\n" + " " * 14)
+            text = printable(line[field], keep_newlines=True).replace("\n", "\n" + " " * 14)
             out.append(f"    {field.upper():<9} {text}")
     return "\n".join(out)
 
@@ -156,7 +177,7 @@ def logs_command(args: argparse.Namespace) -> int:
             page = request_json(url, key, base, _line_params(args))
             _print_lines(page["lines"], args.json)
             if page["has_more"] and not args.json and page["lines"]:
-                print(f"-- more: --before {page['lines'][-1]['id']}", file=sys.stderr)
+                _say(f"-- more: --before {page['lines'][-1]['id']}", file=sys.stderr)
         elif args.logs_command == "tail":
             return _tail(url, key, base, args)
         elif args.logs_command == "groups":
@@ -165,7 +186,7 @@ def logs_command(args: argparse.Namespace) -> int:
                 print(json.dumps(data))
             else:
                 for g in data["groups"]:
-                    print(f"{g['count']:>8}  {g['kind']:<20} {g['last_time']}  {g['line']['message']}  [{g['group']}]")
+                    _say(f"{g['count']:>8}  {g['kind']:<20} {g['last_time']}  {g['line']['message']}  [{g['group']}]")
         elif args.logs_command == "overview":
             data = request_json(url, key, base + "/overview")
             if args.json:
@@ -173,7 +194,7 @@ def logs_command(args: argparse.Namespace) -> int:
             else:
                 _print_overview(data)
     except ClientError as exc:
-        print(f"forwarder logs: {exc}", file=sys.stderr)
+        _say(f"forwarder logs: {exc}", file=sys.stderr)
         return EX_FAILED
     return EX_OK
 
@@ -194,7 +215,7 @@ def _tail(url: str, key: str, base: str, args: argparse.Namespace) -> int:
         try:
             page = request_json(url, key, base, params, timeout=args.wait_seconds + 30)
         except ClientError as exc:
-            print(f"forwarder logs tail: {exc}; retrying", file=sys.stderr)
+            _say(f"forwarder logs tail: {exc}; retrying", file=sys.stderr)
             time.sleep(2)
             continue
         new = list(reversed(page["lines"]))
@@ -209,15 +230,15 @@ def _tail(url: str, key: str, base: str, args: argparse.Namespace) -> int:
 
 def _print_overview(data: dict[str, Any]) -> None:
     db, s, src = data["database"], data["settings"], data["source"]
-    print(f"{db['name']} ({db['id']}) on {db['host']}")
-    print(f"  settings   enabled={s['enabled']} full_text={s['full_text']}")
+    _say(f"{db['name']} ({db['id']}) on {db['host']}")
+    _say(f"  settings   enabled={s['enabled']} full_text={s['full_text']}")
     where = src["file"] or src["path"]
-    print(f"  reading    {src['state']}: {where}" + (f" ({src['reason']})" if src["reason"] else ""))
+    _say(f"  reading    {src['state']}: {where}" + (f" ({src['reason']})" if src["reason"] else ""))
     counts = {k: v for k, v in data["counts_24h"].items() if v}
-    print("  last 24h   " + (", ".join(f"{k}={v}" for k, v in counts.items()) or "no lines"))
+    _say("  last 24h   " + (", ".join(f"{k}={v}" for k, v in counts.items()) or "no lines"))
     r, u = data["retention"], data["usage_today"]
-    print(f"  retention  {r['days']} days, {r['store_bytes']}/{r['max_bytes']} bytes, oldest {r['oldest_time']}")
-    print(f"  today      {u['lines']} lines, {u['bytes']} bytes read")
+    _say(f"  retention  {r['days']} days, {r['store_bytes']}/{r['max_bytes']} bytes, oldest {r['oldest_time']}")
+    _say(f"  today      {u['lines']} lines, {u['bytes']} bytes read")
 
 
 # --- operators: status and destinations ------------------------------------------------------
@@ -234,23 +255,23 @@ def status_command(args: argparse.Namespace) -> int:
         ]
         destinations = request_json(url, key, "/v1/log-destinations")["destinations"]
     except ClientError as exc:
-        print(f"forwarder status: {exc}", file=sys.stderr)
+        _say(f"forwarder status: {exc}", file=sys.stderr)
         return EX_FAILED
     if args.json:
         print(json.dumps({"databases": overviews, "destinations": destinations}))
         return EX_OK
-    print(f"forwarder at {url}")
-    print("databases:" if overviews else "databases: none configured")
+    _say(f"forwarder at {url}")
+    _say("databases:" if overviews else "databases: none configured")
     for o in overviews:
         src = o["source"]
         where = src["file"] or src["path"]
         reason = f" ({src['reason']})" if src["reason"] else ""
-        print(f"  {o['database']['id']:<20} {src['state']:<17} {where}{reason}")
-    print("destinations:" if destinations else "destinations: none")
+        _say(f"  {o['database']['id']:<20} {src['state']:<17} {where}{reason}")
+    _say("destinations:" if destinations else "destinations: none")
     for d in destinations:
-        print(f"  {d['id']:<20} {d['type']:<13} {_delivery_state(d)}")
+        _say(f"  {d['id']:<20} {d['type']:<13} {_delivery_state(d)}")
         if d["delivery"]["last_error"]:
-            print(f"  {'':<20} last error {d['delivery']['last_error_at']}: {d['delivery']['last_error']}")
+            _say(f"  {'':<20} last error {d['delivery']['last_error_at']}: {d['delivery']['last_error']}")
     return EX_OK
 
 
@@ -274,19 +295,19 @@ def destinations_command(args: argparse.Namespace) -> int:
                 print(json.dumps(data))
             else:
                 for d in data["destinations"]:
-                    print(f"{d['id']:<20} {d['type']:<13} {d['name']:<20} {_delivery_state(d)}")
+                    _say(f"{d['id']:<20} {d['type']:<13} {d['name']:<20} {_delivery_state(d)}")
             return EX_OK
         ref = urllib.parse.quote(args.id, safe="")
         result = request_json(url, key, f"/v1/log-destinations/{ref}/test", method="POST", timeout=30)
     except ClientError as exc:
-        print(f"forwarder destinations: {exc}", file=sys.stderr)
+        _say(f"forwarder destinations: {exc}", file=sys.stderr)
         return EX_FAILED
     if args.json:
         print(json.dumps(result))
     elif result["ok"]:
         print(f"{args.id}: the test line was accepted")
     else:
-        print(f"{args.id}: the test line failed: {result.get('error')}")
+        _say(f"{args.id}: the test line failed: {result.get('error')}")
     return EX_OK if result["ok"] else EX_FAILED
 
 

@@ -11,11 +11,21 @@ import os
 import re
 import socket
 import tomllib
+import unicodedata
 import zoneinfo
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 LogFormat = Literal["stderr", "csvlog", "jsonlog"]
@@ -28,6 +38,17 @@ def _check_id(value: str) -> str:
     if not _ID_RE.match(value):
         raise ValueError("must be 1-63 characters of a-z, 0-9, '_' or '-', starting with a letter or digit")
     return value
+
+
+def _no_control_characters(value: str) -> str:
+    # Names are printed on terminals: ESC, BEL or CR in one could rewrite the screen or the title.
+    if any(unicodedata.category(c) == "Cc" for c in value):
+        raise PydanticCustomError("control_characters", "must not contain control characters (such as ESC, CR or LF)")
+    return value
+
+
+DisplayName = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_no_control_characters)]
+"""A destination's display name: 1-200 characters, none of them a control character."""
 
 
 class ConfigError(Exception):
@@ -47,6 +68,23 @@ class ServerConfig(_Section):
 
     host: str = Field("127.0.0.1", description="Address the Logs API listens on.")
     port: int = Field(8780, ge=0, le=65535, description="TCP port of the Logs API (0 picks a free one).")
+    max_connections: int = Field(
+        1024,
+        ge=1,
+        description="Connections the API holds open at once; more are closed at once (logged and counted). "
+        "Never more than the process's descriptor limit less reserved_descriptors.",
+    )
+    reserved_descriptors: int = Field(
+        256,
+        ge=16,
+        description="Descriptors kept back from the API for reading logs, the store and deliveries.",
+    )
+    header_timeout_seconds: float = Field(
+        10.0, gt=0, le=600, description="A new connection that has not sent a complete request head by then is closed."
+    )
+    keepalive_timeout_seconds: float = Field(
+        15.0, gt=0, le=3600, description="An idle keep-alive connection is closed after this long."
+    )
 
 
 class StoreConfig(_Section):
@@ -187,7 +225,7 @@ class DestinationConfig(_Section):
 
     id: str = Field(description="Stable identifier, also its id in the API (the cursor is kept under it).")
     type: str = Field(description="The kind: webhook, datadog, better_stack, loki, elasticsearch or syslog.")
-    name: str | None = Field(None, description="Display name; defaults to the id.")
+    name: DisplayName | None = Field(None, description="Display name; defaults to the id.")
     enabled: bool = Field(True, description="Deliver to it.")
     config: dict[str, Any] = Field(default_factory=dict, description="The kind's settings (docs/destinations.md).")
     secret_env: str | None = Field(None, description="Environment variable holding the credential.")

@@ -108,6 +108,17 @@ HTTP_DURATION: Final = Histogram(
     registry=REGISTRY,
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
+HTTP_CONNECTIONS_REFUSED: Final = Counter(
+    "forwarder_http_connections_refused",
+    "API connections closed on arrival because the connection cap was reached.",
+    registry=REGISTRY,
+)
+HTTP_CONNECTIONS_TIMED_OUT: Final = Counter(
+    "forwarder_http_connections_timed_out",
+    "API connections closed because no complete request head arrived in time.",
+    registry=REGISTRY,
+)
+HTTP_CONNECTIONS_OPEN: Final = Gauge("forwarder_http_connections_open", "API connections open now.", registry=REGISTRY)
 
 # --- destinations ----------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from forwarder.api.auth import PRINCIPAL
 from forwarder.api.context import CONTEXT, ApiContext, Destinations
 from forwarder.api.errors import ApiError, bad_body, json_response
 from forwarder.api.logs import LINE_ID_PATTERN, Time, read_json_object, validation_error
+from forwarder.config import DisplayName
 from forwarder.model import KIND_ALIASES, KINDS, format_time
 from forwarder.sinks import validated_config
 from forwarder.sinks.credentials import masked_config
@@ -53,7 +54,7 @@ class CreateBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     type: str = Field(description="The kind of destination.")
-    name: str = Field(min_length=1, max_length=200, description="Display name.")
+    name: DisplayName = Field(description="Display name.")
     config: dict[str, Any] = Field(default_factory=dict, description="Settings of the kind.")
     filter: FilterBody = Field(default_factory=FilterBody)
     secret: Credential = None
@@ -64,7 +65,7 @@ class PatchBody(BaseModel):
     """Body of PATCH /v1/log-destinations/{id}: any of its fields, at least one."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
-    name: str | None = Field(default=None, min_length=1, max_length=200, description="Display name.")
+    name: DisplayName | None = Field(default=None, description="Display name.")
     enabled: StrictBool | None = None
     config: dict[str, Any] | None = Field(default=None, description="Settings of the kind, replaced whole.")
     filter: FilterBody | None = None

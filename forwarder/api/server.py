@@ -6,12 +6,21 @@ Lifecycle follows aiohttp's web_runner: `start()` binds (the daemon is ready onl
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import resource
 import time
-from typing import Final
+from dataclasses import dataclass
+from typing import Any, Final
 
 from aiohttp import web
+from aiohttp.abc import AbstractStreamWriter
+from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.http_parser import RawRequestMessage
+from aiohttp.streams import StreamReader
 from aiohttp.typedefs import Handler
+from aiohttp.web_protocol import RequestHandler
+from aiohttp.web_request import BaseRequest
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from forwarder import metrics
@@ -20,6 +29,8 @@ from forwarder.api.auth import PRINCIPAL, authenticate
 from forwarder.api.context import CONTEXT, ApiContext
 from forwarder.api.errors import ApiError, json_response
 from forwarder.api.openapi import openapi_document
+from forwarder.clock import Clock
+from forwarder.config import ServerConfig
 
 log = logging.getLogger(__name__)
 
@@ -115,12 +126,179 @@ def build_app(ctx: ApiContext) -> web.Application:
     return app
 
 
+# --- the listening side: a cap on connections, a deadline for the request head -----------------
+
+
+def descriptor_limit() -> int | None:
+    """The process's soft limit of open descriptors (RLIMIT_NOFILE), None when unlimited."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """How many connections the API holds and how long a silent one may stay."""
+
+    max_connections: int
+    header_timeout_seconds: float
+
+    @classmethod
+    def of(cls, server: ServerConfig, nofile: int | None) -> ConnectionLimits:
+        """The configured cap, lowered to keep `reserved_descriptors` free below the descriptor limit
+        `nofile`: reading logs, the store and deliveries must never starve for descriptors."""
+        cap = server.max_connections
+        if nofile is not None:
+            cap = max(1, min(cap, nofile - server.reserved_descriptors))
+        return cls(cap, server.header_timeout_seconds)
+
+
+class RateLimitedLog:
+    """Logs an event at most once per `interval` seconds, saying how many were left unlogged."""
+
+    def __init__(self, clock: Clock, interval: float = 10.0) -> None:
+        self._clock = clock
+        self._interval = interval
+        self._next = float("-inf")
+        self._unlogged = 0
+
+    def warning(self, message: str, **extra: Any) -> None:
+        now = self._clock.monotonic()
+        if now < self._next:
+            self._unlogged += 1
+            return
+        if self._unlogged:
+            extra["unlogged_since_last"] = self._unlogged
+        log.warning(message, extra=extra)
+        self._next, self._unlogged = now + self._interval, 0
+
+
+class _Handler(RequestHandler):
+    """aiohttp's connection handler, with a malformed request (a request line past the limit, say)
+    logged as one line at a bounded rate instead of a traceback: any client can send one."""
+
+    __slots__ = ("_bad_requests",)
+
+    def __init__(self, manager: web.Server, bad_requests: RateLimitedLog, **kwargs: Any) -> None:
+        super().__init__(manager, **kwargs)
+        self._bad_requests = bad_requests
+
+    def log_exception(self, *args: Any, **kw: Any) -> None:
+        exc = kw.get("exc_info")
+        if isinstance(exc, HttpProcessingError):
+            self._bad_requests.warning("malformed request refused", status=exc.code, reason=exc.message[:200])
+        else:
+            super().log_exception(*args, **kw)
+
+
+class _Refused(asyncio.Protocol):
+    """A connection past the cap: closed as soon as it is made, without reading a byte."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport.close()  # nothing is read or written: a flood costs no more than the accepts
+
+
+class GuardedServer(web.Server):
+    """aiohttp's low-level server (one per runner) that keeps the API within `limits`.
+
+    A connection past the cap is closed on arrival (logged at a bounded rate, counted in
+    forwarder_http_connections_refused_total). A connection that has not sent a complete request
+    head within the header timeout is closed; one idle between requests is closed after
+    aiohttp's keep-alive timeout.
+    """
+
+    def __init__(self, inner: web.Server, limits: ConnectionLimits, clock: Clock) -> None:
+        # The application's handler and request factory as AppRunner made them; the kwargs are
+        # the runner's handler arguments (keep-alive timeout, access log).
+        super().__init__(
+            inner.request_handler,
+            request_factory=self._head_received,
+            handler_cancellation=inner.handler_cancellation,
+            loop=inner._loop,
+            **inner._kwargs,
+        )
+        self._app_request = inner.request_factory
+        self.limits = limits
+        self._open = 0
+        self._awaiting_head: dict[RequestHandler, asyncio.TimerHandle] = {}
+        self._refusals = RateLimitedLog(clock)
+        self._bad_requests = RateLimitedLog(clock)
+
+    # The factory asyncio calls per accepted connection: refusing here costs no handler at all.
+    def __call__(self) -> asyncio.BaseProtocol:  # type: ignore[override]
+        if self._open >= self.limits.max_connections:
+            metrics.HTTP_CONNECTIONS_REFUSED.inc()
+            self._refusals.warning("API connection refused: too many open", max_connections=self.limits.max_connections)
+            return _Refused()
+        self._open += 1  # until the handler's connection_lost, which asyncio calls for every made connection
+        metrics.HTTP_CONNECTIONS_OPEN.set(self._open)
+        return _Handler(self, self._bad_requests, loop=self._loop, **self._kwargs)
+
+    def connection_made(self, handler: RequestHandler, transport: asyncio.Transport) -> None:
+        super().connection_made(handler, transport)
+        self._awaiting_head[handler] = self._loop.call_later(
+            self.limits.header_timeout_seconds, self._head_overdue, handler
+        )
+
+    def connection_lost(self, handler: RequestHandler, exc: BaseException | None = None) -> None:
+        self._open -= 1
+        metrics.HTTP_CONNECTIONS_OPEN.set(self._open)
+        timer = self._awaiting_head.pop(handler, None)
+        if timer is not None:
+            timer.cancel()
+        super().connection_lost(handler, exc)
+
+    def _head_received(
+        self,
+        message: RawRequestMessage,
+        payload: StreamReader,
+        protocol: RequestHandler,
+        writer: AbstractStreamWriter,
+        task: asyncio.Task[None],
+    ) -> BaseRequest:
+        timer = self._awaiting_head.pop(protocol, None)
+        if timer is not None:
+            timer.cancel()
+        return self._app_request(message, payload, protocol, writer, task)
+
+    def _head_overdue(self, handler: RequestHandler) -> None:
+        if self._awaiting_head.pop(handler, None) is not None:
+            metrics.HTTP_CONNECTIONS_TIMED_OUT.inc()
+            handler.force_close()
+
+
+class _Runner(web.AppRunner):
+    """AppRunner serving through a GuardedServer."""
+
+    def __init__(self, app: web.Application, limits: ConnectionLimits, clock: Clock, **kwargs: Any) -> None:
+        super().__init__(app, **kwargs)
+        self._limits = limits
+        self._clock = clock
+
+    async def _make_server(self) -> web.Server:
+        return GuardedServer(await super()._make_server(), self._limits, self._clock)
+
+
 class ApiServer:
     """Binds the API on the configured address; `port` is the bound one (useful with port 0)."""
 
     def __init__(self, ctx: ApiContext) -> None:
         self._ctx = ctx
-        self._runner = web.AppRunner(build_app(ctx), access_log=None, handle_signals=False)
+        server = ctx.config.server
+        nofile = descriptor_limit()
+        self.limits = ConnectionLimits.of(server, nofile)
+        if self.limits.max_connections < server.max_connections:
+            log.info(
+                "API connections capped below the descriptor limit",
+                extra={"max_connections": self.limits.max_connections, "descriptor_limit": nofile},
+            )
+        self._runner = _Runner(
+            build_app(ctx),
+            self.limits,
+            ctx.clock,
+            access_log=None,
+            handle_signals=False,
+            keepalive_timeout=server.keepalive_timeout_seconds,
+        )
         self.port = 0
 
     async def start(self) -> None:

@@ -286,3 +286,98 @@ def test_status_and_destinations_test_read_the_running_daemon(tmp_path: Path) ->
         d.close()
         thread.run(receiver.aclose())
         thread.close()
+
+
+# --- terminal escapes: what a database client wrote never reaches the terminal raw ------------
+
+HOSTILE = "\x1b]0;PWNED\x07\x1b[2J"  # retitles the terminal, then clears the screen
+# Newlines lay out the details, a tab moves no further than the line: both are printed as they are.
+RAW_CONTROLS = [chr(c) for c in (*range(0x20), *range(0x7F, 0xA0)) if chr(c) not in "\n\t"]
+
+
+def hostile_line() -> dict[str, object]:
+    return {
+        "id": "7",
+        "time": "2026-11-23T10:00:00.000Z",
+        "severity": "ERROR",
+        "kind": "error",
+        "message": f"bad\rforged {HOSTILE}",
+        "user": HOSTILE,
+        "database": "shop\x9b2J",
+        "pid": 42,
+        "sqlstate": "23505",
+        "detail": "first line\nsecond\x1b[31m line\r",
+        "statement": "SELECT 1\n\tFROM t",
+    }
+
+
+def test_logs_show_control_characters_escaped_and_keep_the_layout_of_details() -> None:
+    from forwarder.client import format_line
+
+    out = format_line(hostile_line())
+    assert not [c for c in out if c in RAW_CONTROLS]
+    first, *rest = out.split("\n")
+    assert first == (
+        "2026-11-23T10:00:00.000Z ERROR   error                bad\\rforged \\x1b]0;PWNED\\x07\\x1b[2J"
+        "  (pid=42 \\x1b]0;PWNED\\x07\\x1b[2J@shop\\x9b2J 23505)"
+    )
+    assert rest == [
+        "    DETAIL    first line",
+        "              second\\x1b[31m line\\r",
+        "    STATEMENT SELECT 1",
+        "              \tFROM t",
+    ]
+
+
+def test_every_printer_escapes_what_the_server_sends(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from forwarder import cli, client
+
+    answers = {
+        "/v1/databases": {"databases": [{"id": "main", "name": HOSTILE}]},
+        "/v1/databases/main/logs/overview": {
+            "database": {"id": "main", "name": HOSTILE, "host": HOSTILE},
+            "settings": {"enabled": True, "full_text": False},
+            "source": {"path": "/logs/*.log", "state": "error", "file": f"/logs/{HOSTILE}.log", "reason": HOSTILE},
+            "counts_24h": {"error": 1},
+            "retention": {"days": 7, "store_bytes": 1, "max_bytes": 2, "oldest_time": None},
+            "usage_today": {"day": "2026-11-23", "lines": 1, "bytes": 1},
+        },
+        "/v1/databases/main/logs/groups": {
+            "from": "2026-11-22T10:00:00Z",
+            "groups": [{"group": "0" * 16, "kind": "error", "count": 3, "last_time": "x", "line": hostile_line()}],
+        },
+        "/v1/databases/main/logs": {"lines": [hostile_line()], "has_more": False},
+        "/v1/log-destinations": {
+            "destinations": [
+                {
+                    "id": "d1",
+                    "type": "webhook",
+                    "name": HOSTILE,
+                    "enabled": True,
+                    "delivery": {
+                        "attempts": 1,
+                        "next_attempt_at": "x",
+                        "lag_lines": 0,
+                        "oldest_undelivered_age_seconds": 0,
+                        "last_error": f"401 {HOSTILE}",
+                        "last_error_at": "x",
+                    },
+                }
+            ]
+        },
+    }
+    monkeypatch.setattr(client, "request_json", lambda url, key, path, *a, **kw: answers[path])
+    creds = ["--url", "http://127.0.0.1:9", "--key", "k"]
+    for argv in (
+        ["logs", "list", "main"],
+        ["logs", "groups", "main"],
+        ["logs", "overview", "main"],
+        ["status"],
+        ["destinations", "list"],
+    ):
+        cli.main([*argv, *creds])
+        out = capsys.readouterr().out
+        assert "\\x1b]0;PWNED\\x07" in out, argv
+        assert not [c for c in out if c in RAW_CONTROLS], argv

@@ -1,0 +1,53 @@
+"""Malformed query parameters and request lines: a 400 naming the parameter, never a 500 or a traceback."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from tests.unit.api.conftest import Api
+
+HUGE = "9" * 5_000  # past Python's 4,300-digit limit of int(str)
+LOGS = "/v1/databases/main/logs"
+GROUPS = "/v1/databases/main/logs/groups"
+
+
+INT_LIMIT = "must be an integer from 1 to 500"
+LINE_ID = "must be a line id"
+TIME = "must be an RFC 3339 time"
+
+
+@pytest.mark.parametrize(
+    ("path", "params", "field", "says"),
+    [
+        (LOGS, {"limit": HUGE}, "limit", INT_LIMIT),
+        (LOGS, {"limit": "0" * 5_000 + "501"}, "limit", INT_LIMIT),
+        (LOGS, {"after": "1", "wait_seconds": HUGE}, "wait_seconds", "must be an integer from 0 to 30"),
+        (LOGS, {"before": HUGE}, "before", LINE_ID),
+        (LOGS, {"after": HUGE}, "after", LINE_ID),
+        (LOGS, {"limit": "\u0663"}, "limit", INT_LIMIT),  # an Arabic-Indic digit: isdigit(), not ASCII
+        (LOGS, {"limit": "\u00b2"}, "limit", INT_LIMIT),  # superscript two: isdigit(), but int() refuses it
+        (LOGS, {"limit": " 5"}, "limit", INT_LIMIT),
+        (LOGS, {"limit": "5\x00"}, "limit", INT_LIMIT),
+        (LOGS, {"limit": "-1"}, "limit", INT_LIMIT),
+        (LOGS, {"from": HUGE}, "from", TIME),
+        (LOGS, {"from": "9999-12-31T23:59:60Z"}, "from", TIME),
+        (LOGS, {"to": "0000-01-01T00:00:00Z"}, "to", TIME),
+        (LOGS, {"group": "f" * 5_000}, "group", "must be a group id"),
+        (LOGS, {"q": "x" * 5_000}, "q", "must be 1 to 500 characters"),
+        (LOGS, {"kind": "x" * 5_000}, "kind", "unknown kind"),
+        (GROUPS, {"limit": HUGE}, "limit", INT_LIMIT),
+        (GROUPS, {"limit": "0" * 5_000}, "limit", INT_LIMIT),
+        (GROUPS, {"from": HUGE}, "from", TIME),
+    ],
+)
+async def test_malformed_parameters_are_400_naming_them(
+    api: Api, caplog: pytest.LogCaptureFixture, path: str, params: dict[str, str], field: str, says: str
+) -> None:
+    async with api.session.get(api.url(path), params=params, headers=api.auth(api.read_only)) as resp:
+        status, body = resp.status, await resp.json()
+    assert (status, body["error"]["code"], body["error"]["field"]) == (400, "invalid_parameter", field)
+    assert body["error"]["message"].startswith(f"{field}: ") and says in body["error"]["message"]
+    assert len(body["error"]["message"]) < 300  # says what is wrong without echoing a long value
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
