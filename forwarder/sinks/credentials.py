@@ -107,6 +107,20 @@ def masked_config(config: Mapping[str, Any]) -> dict[str, Any]:
     return {k: masked_url(v) if isinstance(v, str) and _is_url(v) else v for k, v in config.items()}
 
 
+def unmasked_config(given: Mapping[str, Any], stored: Mapping[str, Any]) -> dict[str, Any]:
+    """`given` with each URL that is exactly the masked form of the stored one put back as stored.
+
+    A client that changes a destination sends back the config it was shown; its masked URL must
+    not overwrite the credential it never saw. Any other URL is taken as given.
+    """
+    return {
+        k: stored[k]
+        if isinstance(v, str) and isinstance(stored.get(k), str) and v != stored[k] and v == masked_url(stored[k])
+        else v
+        for k, v in given.items()
+    }
+
+
 def config_credentials(config: Mapping[str, Any]) -> list[str]:
     """The credentials carried by the URLs of a destination's config."""
     return [c for v in config.values() if isinstance(v, str) and _is_url(v) for c in url_credentials(v)]

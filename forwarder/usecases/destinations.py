@@ -26,6 +26,7 @@ from forwarder.config import DestinationConfig
 from forwarder.model import KINDS, expand_kinds
 from forwarder.sinks import SINK_TYPES, sink_address, validated_config
 from forwarder.sinks.base import Address
+from forwarder.sinks.credentials import unmasked_config
 from forwarder.store.destinations import DeliveryState, Destination, LineFilter, ManagedBy
 from forwarder.store.state import DEFAULT_ORG
 
@@ -224,7 +225,7 @@ async def change(
     _check_changeable(dest)
     config = dest.config
     if changes.config is not None:
-        config = _config(dest.type, changes.config, "api")
+        config = _config(dest.type, unmasked_config(changes.config, dest.config), "api")
         await _check_address(ports.delivery, dest.type, config)
     line_filter = _filter(changes.filter, known_databases) if changes.filter is not None else dest.filter
     new = replace(

@@ -126,6 +126,9 @@ async def test_a_token_in_the_url_is_masked_in_every_answer_and_sent_as_given(ap
     assert [d["config"]["url"] for d in listed["destinations"]] == [masked]
     status, changed = await call(api, "PATCH", f"/v1/log-destinations/{created['id']}", {"name": "renamed"})
     assert status == 200 and changed["config"]["url"] == masked
+    # A client sending back the config it was shown keeps the token it never saw.
+    status, changed = await call(api, "PATCH", f"/v1/log-destinations/{created['id']}", {"config": one["config"]})
+    assert status == 200 and changed["config"]["url"] == masked, changed
 
     # Delivery uses the URL as given; the receiver's echo of it is hidden.
     _, tested = await call(api, "POST", f"/v1/log-destinations/{created['id']}/test")
