@@ -58,7 +58,7 @@ class Kill:
     phase: Phase
     in_flight: bool  # a request was at the receiver, not yet answered
     undelivered: int  # written entries the receiver had not accepted yet
-    duplicates: int  # arrivals of already-delivered entries after this kill (before the next)
+    duplicates: int  # arrivals of already-delivered entries sent after this kill (before the next)
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +194,7 @@ def run_crash(
 
         rng = random.Random(seed)
         aimed: list[tuple[int, Phase, bool, int]] = []
-        marks: list[int] = []  # len(recv.accepted) at each kill: what arrived after it is charged to it
+        marks: list[int] = []  # len(recv.requests) after each kill: what arrived later is charged to it
         for round_no in range(rounds):
             phase = rng.choice(PHASES)
             first = writer.n
@@ -213,7 +213,10 @@ def run_crash(
             in_flight = len(recv.requests) > len(accepted)
             delivered = {entry_number(e) for x in accepted for e in x.body["entries"]}
             _kill(d)
-            marks.append(len(accepted))
+            # With no daemon running, this splits the requests into those the killed one sent and
+            # those of its successor (a held answer may still be accepted later: what counts is when
+            # a request arrived).
+            marks.append(len(recv.requests))
             aimed.append((round_no, phase, in_flight, writer.n - len(delivered)))
             d.start()
             if progress is not None:
@@ -251,11 +254,13 @@ def _report(
             store_ids[entry_number(line)].append(str(line["id"]))
     written = set(range(total))
 
-    accepted = list(recv.accepted)
+    accepted = {id(x) for x in recv.accepted}
     seen: set[int] = set()
     wrong: set[int] = set()
-    dup_by_epoch = [0] * (len(marks) + 1)  # epoch k + 1: after kill k, before kill k + 1
-    for i, delivery in enumerate(accepted):
+    dup_by_epoch = [0] * (len(marks) + 1)  # epoch k + 1: sent after kill k, before kill k + 1
+    for i, delivery in enumerate(recv.requests):  # in the order they arrived
+        if id(delivery) not in accepted:
+            continue
         epoch = sum(1 for m in marks if m <= i)
         for e in delivery.body["entries"]:
             n = entry_number(e)
