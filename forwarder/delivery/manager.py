@@ -29,6 +29,7 @@ from forwarder.delivery.netguard import (
     parse_destination_url,
     resolve_checked,
 )
+from forwarder.logsetup import RepeatedFailureLog
 from forwarder.model import LogLine
 from forwarder.secrets import SecretBox
 from forwarder.sinks import build_sink
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 
 TEST_TIMEOUT_SECONDS = 20.0
 TEST_LINE_ID = 0  # stored lines start at 1: id "0" marks the test line
+RESTART_SECONDS = 5.0  # after a failure of the loop itself (not of a delivery: those back off)
 
 
 class DeliveryManager:
@@ -115,14 +117,20 @@ class DeliveryManager:
         self._running[dest.id] = (deliverer, task)
 
     async def _run(self, deliverer: Deliverer) -> None:
+        # A failure that repeats (a full disk fails every save) is logged once with its traceback,
+        # then summed up once a minute, not every 5 s per destination.
+        failures = RepeatedFailureLog(log, self._clock)
+        extra = {"destination_id": deliverer.dest.id}
         while not deliverer.stopping:
             try:
-                await deliverer.run()
+                await deliverer.step()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # a bug must not end this destination's deliveries for good
-                log.exception("delivery loop failed; restarting it", extra={"destination_id": deliverer.dest.id})
-                await self._clock.sleep(5)
+            except Exception as exc:  # a bug must not end this destination's deliveries for good
+                failures.failure("delivery loop failed; restarting it", exc, extra)
+                await self._clock.sleep(RESTART_SECONDS)
+            else:
+                failures.ok("delivery loop works again", extra)
 
     async def _stop(self, dest_id: str) -> None:
         running = self._running.pop(dest_id, None)
