@@ -1,4 +1,5 @@
-"""Small pieces every kind of test uses: a free loopback port, and waiting for a condition.
+"""Small pieces every kind of test uses: a free loopback port, waiting for a condition, and a
+store made full (a disk that has no room left).
 
 `wait_until` is for a condition another task of the same event loop brings about (it wakes on an
 event, no polling); `poll_until` is for one another process or thread brings about, which can only
@@ -11,6 +12,10 @@ import asyncio
 import socket
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from forwarder.store import Store
 
 LOOPBACK = "127.0.0.1"
 
@@ -41,3 +46,14 @@ def poll_until(check: Callable[[], bool], timeout: float = 30, what: str = "cond
     while not check():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(interval)
+
+
+async def limit_pages(store: Store, pages: int) -> None:
+    """SQLite's own SQLITE_FULL: the writer may not grow the database past `pages` (at least its
+    current size; sqlite.org/pragma.html#pragma_max_page_count)."""
+
+    def _set() -> None:
+        assert store._writer is not None
+        store._writer.execute(f"PRAGMA max_page_count = {pages}")
+
+    await asyncio.get_running_loop().run_in_executor(store._writer_pool, _set)

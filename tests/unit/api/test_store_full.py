@@ -6,19 +6,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from forwarder.store import Store
+from tests.harness import limit_pages
 from tests.unit.api.conftest import Api
-
-
-async def limit_pages(store: Store, pages: int) -> None:
-    """SQLite's own SQLITE_FULL: the writer may not grow the database past `pages` (at least its
-    current size; sqlite.org/pragma.html#pragma_max_page_count)."""
-
-    def _set() -> None:
-        assert store._writer is not None
-        store._writer.execute(f"PRAGMA max_page_count = {pages}")
-
-    await asyncio.get_running_loop().run_in_executor(store._writer_pool, _set)
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 20) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
@@ -20,23 +19,13 @@ from forwarder.sources.tail import DatabaseFollower
 from forwarder.store import LineQuery, Store
 from forwarder.store.lines import Identity, Row
 from forwarder.store.state import SourceFile
+from tests.harness import limit_pages
 
 PREFIX = "%m [%p] "
 
 
 def entry(i: int) -> bytes:
     return f'2026-11-22 10:00:{i % 60:02d}.000 UTC [{100 + i}] ERROR:  relation "t{i}" does not exist\n'.encode()
-
-
-async def limit_pages(store: Store, pages: int) -> None:
-    """SQLite's own SQLITE_FULL: the writer may not grow the database past `pages` (at least its
-    current size; sqlite.org/pragma.html#pragma_max_page_count)."""
-
-    def _set() -> None:
-        assert store._writer is not None
-        store._writer.execute(f"PRAGMA max_page_count = {pages}")
-
-    await asyncio.get_running_loop().run_in_executor(store._writer_pool, _set)
 
 
 @pytest.fixture

@@ -16,17 +16,7 @@ from forwarder.model import LogLine
 from forwarder.store import Store
 from forwarder.store import lines as L
 from forwarder.store.store import WRITE_RETRY_SECONDS, write_failure_reason
-
-
-async def limit_pages(store: Store, pages: int) -> None:
-    """SQLite's own SQLITE_FULL: the writer may not grow the database past `pages` (at least its
-    current size; sqlite.org/pragma.html#pragma_max_page_count)."""
-
-    def _set() -> None:
-        assert store._writer is not None
-        store._writer.execute(f"PRAGMA max_page_count = {pages}")
-
-    await asyncio.get_running_loop().run_in_executor(store._writer_pool, _set)
+from tests.harness import limit_pages
 
 
 @pytest.fixture
