@@ -12,10 +12,10 @@ import asyncio
 import socket
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from forwarder.store import Store
+import orjson
+
+from forwarder.store import LineQuery, Store
 
 LOOPBACK = "127.0.0.1"
 
@@ -57,3 +57,16 @@ async def limit_pages(store: Store, pages: int) -> None:
         store._writer.execute(f"PRAGMA max_page_count = {pages}")
 
     await asyncio.get_running_loop().run_in_executor(store._writer_pool, _set)
+
+
+async def all_messages(store: Store) -> list[str]:
+    """Every message stored for the first database, oldest first (paging through the Logs API's query)."""
+    out: list[str] = []
+    before = None
+    while True:
+        page = await store.list_lines(1, LineQuery(limit=500, before=before))
+        docs = [orjson.loads(d) for d in page.docs]
+        out.extend(d["message"] for d in docs)
+        if not page.has_more:
+            return list(reversed(out))
+        before = int(docs[-1]["id"])

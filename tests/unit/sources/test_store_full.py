@@ -7,7 +7,6 @@ import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
-import orjson
 import pytest
 
 from forwarder import metrics
@@ -19,7 +18,7 @@ from forwarder.sources.tail import DatabaseFollower
 from forwarder.store import LineQuery, Store
 from forwarder.store.lines import Identity, Row
 from forwarder.store.state import SourceFile
-from tests.harness import limit_pages
+from tests.harness import all_messages, limit_pages
 
 PREFIX = "%m [%p] "
 
@@ -53,18 +52,6 @@ async def follower(store: Store, glob: str, clock: FakeClock, worker: ParseWorke
     f = DatabaseFollower(db, await store.register_database(db), store, clock, worker)
     f._known = {(sf.dev, sf.ino): sf for sf in await store.source_files("main")}
     return f
-
-
-async def all_messages(store: Store) -> list[str]:
-    out: list[str] = []
-    before = None
-    while True:
-        page = await store.list_lines(1, LineQuery(limit=500, before=before))
-        docs = [orjson.loads(d) for d in page.docs]
-        out.extend(d["message"] for d in docs)
-        if not page.has_more:
-            return list(reversed(out))
-        before = int(docs[-1]["id"])
 
 
 def sample(name: str, labels: dict[str, str] | None = None) -> float:

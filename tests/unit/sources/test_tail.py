@@ -17,6 +17,7 @@ from forwarder.clock import FakeClock
 from forwarder.config import DatabaseConfig, LogSourceConfig, StoreConfig
 from forwarder.sources.tail import DatabaseFollower
 from forwarder.store import LineQuery, Store
+from tests.harness import all_messages
 
 PREFIX = "%m [%p] "
 
@@ -152,19 +153,6 @@ async def test_disabled_reads_nothing_and_enabling_resumes(store: Store, tmp_pat
     await f.drain()
     page = await store.list_lines(1, LineQuery())
     assert [orjson.loads(d)["statement"] for d in page.docs] == ["SELECT * FROM t2", "SELECT * FROM t1"]
-
-
-async def all_messages(store: Store) -> list[str]:
-    """Every stored message, oldest first."""
-    out: list[str] = []
-    before = None
-    while True:
-        page = await store.list_lines(1, LineQuery(limit=500, before=before))
-        docs = [orjson.loads(d) for d in page.docs]
-        out.extend(d["message"] for d in docs)
-        if not page.has_more:
-            return list(reversed(out))
-        before = int(docs[-1]["id"])
 
 
 async def test_a_stop_in_the_middle_of_a_backlog_stores_whole_entries_and_the_rest_follows(
