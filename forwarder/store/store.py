@@ -246,18 +246,14 @@ class Store:
 
     async def wait_for_lines(self, after_id: int, wait_seconds: float) -> bool:
         """Wait until the store has a line newer than `after_id`, at most `wait_seconds`."""
-        deadline = asyncio.get_running_loop().time() + wait_seconds
-        while self.head_id <= after_id:
-            remaining = deadline - asyncio.get_running_loop().time()
-            if remaining <= 0:
-                return False
-            try:
-                await asyncio.wait_for(self._new_lines.wait(), remaining)
-            except TimeoutError:
-                return self.head_id > after_id
+        try:
+            await asyncio.wait_for(self._stored_after(after_id), wait_seconds)
+        except TimeoutError:
+            return self.head_id > after_id
         return True
 
     async def _stored_after(self, line_id: int) -> None:
+        """Return once a line newer than `line_id` is stored (each append sets a fresh event)."""
         while self.head_id <= line_id:
             await self._new_lines.wait()
 
