@@ -20,6 +20,7 @@ from typing import BinaryIO
 import pytest
 
 from tests.daemonproc import DaemonProcess
+from tests.harness import poll_until
 from tests.pgcluster import PgClusterFactory
 
 PREFIX = "%m [%p] %q%u@%d "
@@ -110,13 +111,21 @@ def daemon_for(tmp_path: Path, glob: str) -> DaemonProcess:
             }
         ],
     )
-    d.start()
+    start_and_look(d)
     return d
+
+
+def start_and_look(d: DaemonProcess) -> None:
+    """Start the daemon and wait for its first look at the files. Ready means the API is bound, not
+    that the follower has polled: a file renamed out of the glob before any poll saw it cannot be
+    followed by polling (a test writing and rotating at once would race the first poll)."""
+    d.start()
+    poll_until(lambda: d.get("/v1/databases/db/logs/overview")["source"]["state"] != "starting", what="a first poll")
 
 
 def kill_and_restart(d: DaemonProcess) -> None:
     d.stop(signal.SIGKILL)
-    d.start()
+    start_and_look(d)
 
 
 def test_rename_out_of_the_glob_keeps_the_late_lines(tmp_path: Path, logs: Path) -> None:
