@@ -117,6 +117,80 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     """
     ALTER TABLE destinations ADD COLUMN managed_by TEXT NOT NULL DEFAULT 'api';
     """,
+    # 4: insights (forwarder/insights), written only by it: aggregates updated as lines are stored
+    # (its cursor in kv `insights_cursor`), so nothing rescans lines on a timer, and numbers that
+    # outlive the lines retention deletes.
+    """
+    CREATE TABLE insight_queries (
+        db           INTEGER NOT NULL,
+        fingerprint  TEXT NOT NULL,         -- 16 hex digits (pglog.normalize.fingerprint): the query id
+        text         TEXT NOT NULL,         -- the normalized statement, as first seen
+        first_us     INTEGER NOT NULL,
+        last_us      INTEGER NOT NULL,
+        example_id   INTEGER NOT NULL,      -- the newest line of it
+        users        TEXT NOT NULL,         -- JSON array (at most 20)
+        applications TEXT NOT NULL,         -- JSON array (at most 20)
+        PRIMARY KEY (db, fingerprint)
+    );
+    CREATE TABLE insight_query_buckets (
+        db           INTEGER NOT NULL,
+        fingerprint  TEXT NOT NULL,
+        start_us     INTEGER NOT NULL,      -- a 5-minute bucket
+        calls        INTEGER NOT NULL,
+        total_ms     REAL NOT NULL,
+        max_ms       REAL NOT NULL,
+        errors       INTEGER NOT NULL,
+        histogram    BLOB NOT NULL,         -- JSON {bin: count} of durations (insights/histogram.py)
+        PRIMARY KEY (db, fingerprint, start_us)
+    );
+    CREATE INDEX insight_query_buckets_time ON insight_query_buckets (db, start_us);
+    CREATE TABLE insight_observations (
+        db           INTEGER NOT NULL,
+        rule         TEXT NOT NULL,
+        subject      TEXT NOT NULL,
+        start_us     INTEGER NOT NULL,      -- a minute
+        count        INTEGER NOT NULL,
+        total        REAL NOT NULL,
+        max          REAL NOT NULL,
+        PRIMARY KEY (db, rule, subject, start_us)
+    );
+    CREATE TABLE insight_subjects (
+        db           INTEGER NOT NULL,
+        rule         TEXT NOT NULL,
+        subject      TEXT NOT NULL,
+        line_ids     TEXT NOT NULL,         -- JSON array: the first lines and the newest ones
+        samples      TEXT NOT NULL,         -- JSON array of the newest samples
+        last_us      INTEGER NOT NULL,
+        PRIMARY KEY (db, rule, subject)
+    );
+    CREATE TABLE insight_findings (
+        id           TEXT PRIMARY KEY,      -- from (database, rule, subject): stable
+        db           INTEGER NOT NULL,
+        rule         TEXT NOT NULL,
+        subject      TEXT NOT NULL,
+        severity     TEXT NOT NULL,
+        title        TEXT NOT NULL,
+        summary      TEXT NOT NULL,
+        evidence     TEXT NOT NULL,         -- JSON
+        fixes        TEXT NOT NULL,         -- JSON
+        first_us     INTEGER NOT NULL,
+        last_us      INTEGER NOT NULL,
+        status       TEXT NOT NULL,         -- open | resolved
+        resolved_us  INTEGER
+    );
+    CREATE INDEX insight_findings_db ON insight_findings (db, status, last_us);
+    CREATE TABLE alert_instances (
+        id           TEXT PRIMARY KEY,
+        rule         TEXT NOT NULL,         -- the [[alerts]] id
+        database_id  TEXT,
+        state        TEXT NOT NULL,         -- firing | resolved
+        started_us   INTEGER NOT NULL,
+        resolved_us  INTEGER,
+        value        REAL NOT NULL,
+        updated_us   INTEGER NOT NULL
+    );
+    CREATE INDEX alert_instances_state ON alert_instances (state, started_us);
+    """,
 )
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)

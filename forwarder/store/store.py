@@ -418,6 +418,21 @@ class Store:
     async def database_codes(self) -> dict[str, int]:
         return await self._read(lambda c: {i: code for code, i in c.execute("SELECT code, id FROM databases")})
 
+    # --- for consumers that keep tables of their own (insights, alerts) ----------------------
+
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn` in one read snapshot on a reader thread (insights reads lines and its tables)."""
+        return await self._read(fn)
+
+    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn` in one write transaction on the writer thread. For `insights/`, which writes only
+        its own tables (schema migration 4): never lines, destinations or settings."""
+        return await self._write(fn)
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
     # --- background work ----------------------------------------------------------------------
 
     async def index_once(self, batch: int = 2000) -> int:

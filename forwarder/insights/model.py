@@ -1,0 +1,121 @@
+"""Values of the insights: queries, findings, their fixes, alerts (frozen dataclasses).
+
+Everything here is derived from stored lines by `insights/` and kept in its own tables, so a
+finding keeps its numbers after retention deleted the lines it rests on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Severity = Literal["info", "warning", "critical"]
+FindingStatus = Literal["open", "resolved"]
+AlertState = Literal["firing", "resolved"]
+Risk = Literal["low", "medium", "high"]
+# What a fix needs after its SQL ran: nothing, `SELECT pg_reload_conf()` (done by the fix), or a
+# server restart (such a fix is never applied by the daemon; it says so).
+Needs = Literal["none", "reload", "restart"]
+
+
+@dataclass(frozen=True, slots=True)
+class SqlPart:
+    """One piece of a fix's SQL: fixed text of the fix definition, an identifier (quoted with
+    PostgreSQL's rules when rendered) or a literal value (quoted likewise). Text from a log line
+    only ever enters as an identifier or a literal, never as `text`."""
+
+    text: str = ""
+    identifier: str | None = None
+    literal: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Fix:
+    """A change that resolves (or eases) a finding.
+
+    `statement` is rendered to `sql` (what the API shows and what runs); `setting` names the
+    server setting to `SHOW` before and after (None when the fix changes no setting, e.g. a
+    per-table storage parameter); `applies_to` says what it changes ("server", "role app",
+    "database shop", "table public.vac").
+    """
+
+    fix_id: str
+    label: str
+    statement: tuple[SqlPart, ...]
+    risk: Risk
+    applies_to: str
+    needs: Needs = "none"
+    setting: str | None = None
+    # For a fix that can only be done by hand (a pooler): no statement; the label says what to do.
+    manual: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """What a finding rests on: counts over a window, the lines (some of them) and queries."""
+
+    window_from_us: int
+    window_to_us: int
+    count: int
+    line_ids: tuple[int, ...] = ()
+    query_ids: tuple[str, ...] = ()
+    numbers: dict[str, float | int | str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What one stored line tells a rule: counted under (rule, subject) in the line's minute.
+
+    `subject` is what a finding is about ("" for the server as a whole, a relation, a role, a
+    client and user, a query fingerprint); `value` is the number the rule sums and maximizes (a
+    lock wait's milliseconds, a temp file's bytes; 0 when only the count matters); `sample` keeps a
+    few facts of the line for the finding's summary (a statement, a relation, the blocking pid).
+    Text in a sample is log text: untrusted, shown escaped, never SQL but as identifier/literal.
+    """
+
+    rule: str
+    subject: str
+    line_id: int
+    time_us: int
+    value: float = 0.0
+    sample: dict[str, str | int | float] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Bucket:
+    """Observations of one subject in one minute."""
+
+    start_us: int
+    count: int
+    total: float
+    max: float
+
+
+@dataclass(frozen=True, slots=True)
+class SubjectHistory:
+    """What a rule's `evaluate` sees of one subject: its minutes over the rule's lookback (oldest
+    first), the ids of some of its lines (the first and the newest), and its newest samples."""
+
+    database_id: str
+    rule: str
+    subject: str
+    buckets: tuple[Bucket, ...]
+    line_ids: tuple[int, ...]
+    samples: tuple[dict[str, str | int | float], ...]
+    now_us: int
+
+    def since(self, from_us: int) -> tuple[int, float, float]:
+        """(count, total, max) of the minutes starting at or after `from_us`."""
+        picked = [b for b in self.buckets if b.start_us >= from_us]
+        return (sum(b.count for b in picked), sum(b.total for b in picked), max((b.max for b in picked), default=0.0))
+
+
+@dataclass(frozen=True, slots=True)
+class FindingDraft:
+    """What a rule says of a subject now; the engine gives it its id, status and times."""
+
+    severity: Severity
+    title: str
+    summary: str  # Markdown with the numbers
+    evidence: Evidence
+    fixes: tuple[Fix, ...] = ()
