@@ -59,7 +59,8 @@ class Evidence:
     count: int
     line_ids: tuple[int, ...] = ()
     query_ids: tuple[str, ...] = ()
-    numbers: dict[str, float | int | str] = field(default_factory=dict)
+    # Named numbers and facts for the summary and the API ("checkpoints": 12, "statements": [...]).
+    facts: dict[str, float | int | str | list[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,3 +120,25 @@ class FindingDraft:
     summary: str  # Markdown with the numbers
     evidence: Evidence
     fixes: tuple[Fix, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A stored finding: a rule's draft with its stable id, status and times."""
+
+    id: str  # from (database, rule, subject): the same problem keeps its id when it comes back
+    database_id: str
+    rule: str
+    subject: str
+    severity: Severity
+    title: str
+    summary: str
+    evidence: Evidence
+    fixes: tuple[Fix, ...]
+    first_seen_us: int
+    last_seen_us: int
+    status: FindingStatus
+    resolved_us: int | None = None
+
+    def fix(self, fix_id: str) -> Fix | None:
+        return next((f for f in self.fixes if f.fix_id == fix_id), None)
