@@ -28,6 +28,7 @@ from forwarder.clock import Clock, SystemClock
 from forwarder.config import Config, ConfigError, DatabaseConfig, load_config
 from forwarder.delivery.manager import DeliveryManager
 from forwarder.delivery.netguard import Resolver
+from forwarder.insights.engine import Insights
 from forwarder.metrics import forget_database
 from forwarder.sdnotify import Notifier
 from forwarder.secrets import SecretBox, load_key
@@ -40,7 +41,7 @@ log = logging.getLogger(__name__)
 
 # Sections that are bound at start (a listening socket, an open store, the key of secrets at
 # rest, the worker processes): a reload that changes them says a restart is needed.
-RESTART_SECTIONS = ("server", "store", "security", "ingest")
+RESTART_SECTIONS = ("server", "store", "security", "ingest", "insights")
 READER_STOP_SECONDS = 30.0  # a reader stops between chunks of 1 MiB; only a stuck store takes this long
 
 
@@ -99,6 +100,8 @@ class Daemon:
         self.api: ApiServer | None = None
         self._ctx: ApiContext | None = None
         self._store_task: asyncio.Task[None] | None = None
+        self.insights: Insights | None = None
+        self._insights_task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._reload = asyncio.Event()
 
@@ -116,6 +119,9 @@ class Daemon:
         for db in self.config.databases:
             await self._start_database(db)
         self._store_task = asyncio.create_task(self.store.run(), name="store")
+        if self.config.insights.enabled:
+            self.insights = Insights(self.store, self.clock, retention_days=self.config.store.retention_days)
+            self._insights_task = asyncio.create_task(self.insights.run(), name="insights")
         box = SecretBox(load_key(self.config.security.secrets_key_file))
         self.delivery = DeliveryManager(
             self.store, self.clock, box, self.config.security.networks(), resolver=self._resolver
@@ -128,6 +134,7 @@ class Daemon:
             databases=self.registry,
             clock=self.clock,
             destinations=self.delivery,
+            insights=self.insights,
         )
         self.api = ApiServer(self._ctx)
         await self.api.start()
@@ -271,6 +278,11 @@ class Daemon:
             await self.api.aclose()
         if self.delivery is not None:
             await self.delivery.drain(self.config.delivery.shutdown_grace_seconds)
+        if self._insights_task is not None:
+            self._insights_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._insights_task
+            self._insights_task = None
         if self._store_task is not None:
             self._store_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -201,6 +201,16 @@ class DeliveryConfig(_Section):
     )
 
 
+class InsightsConfig(_Section):
+    """Queries, findings and their fixes, derived from the stored lines (docs/insights.md)."""
+
+    enabled: bool = Field(
+        True,
+        description="Keep query statistics and findings, updated as lines are stored. Off: the insights "
+        "endpoints answer 503 and no time is spent on them.",
+    )
+
+
 class DestinationFilterConfig(_Section):
     """Which lines a config-declared destination receives; empty lists mean everything."""
 
@@ -280,6 +290,7 @@ class Config(BaseSettings):
     security: SecurityConfig = SecurityConfig()
     ingest: IngestConfig = IngestConfig()
     delivery: DeliveryConfig = DeliveryConfig()
+    insights: InsightsConfig = InsightsConfig()
     databases: list[DatabaseConfig] = Field(default_factory=list)
     destinations: list[DestinationConfig] = Field(default_factory=list)
 

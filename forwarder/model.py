@@ -112,13 +112,16 @@ def parse_time(text: str) -> int:
 _DIGITS: Final = re.compile(r"\d+")
 
 
-def group_key(kind: str, message: str) -> int:
+def group_key(kind: str, message: str, fingerprint: str | None = None) -> int:
     """Stable signed 64-bit key of a repeated message: its kind plus the value-free message text.
 
     Numbers do not split a group: a checkpoint's timings, a temp file's size or a statement's
-    `at character N` vary while the message stays the same.
+    `at character N` vary while the message stays the same. Slow statements are grouped by their
+    statement's fingerprint instead (the message is only "duration: N ms  statement"), so the
+    groups of slow lines are the top statements; its parse, bind and execute are one group.
     """
-    template = _DIGITS.sub("0", message)
+    # "\x01" keeps a fingerprint apart from message text (PostgreSQL's messages never start with it).
+    template = "\x01" + fingerprint if kind == "slow_query" and fingerprint else _DIGITS.sub("0", message)
     digest = hashlib.blake2b(f"{kind}\x00{template}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
 

@@ -9,6 +9,7 @@ from aiohttp import web
 
 from forwarder.clock import Clock
 from forwarder.config import Config, DatabaseConfig
+from forwarder.insights.engine import Insights
 from forwarder.store import DatabaseSettings, Identity, Store
 from forwarder.store.destinations import DeliveryState, Destination
 from forwarder.usecases.destinations import Delivery
@@ -60,6 +61,7 @@ class ApiContext:
     databases: Databases
     clock: Clock
     destinations: Destinations | None = None
+    insights: Insights | None = None  # None when [insights] is off
     ready: bool = False
 
 

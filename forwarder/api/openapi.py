@@ -26,6 +26,15 @@ from forwarder.api.destinations import (
     TestResult,
 )
 from forwarder.api.errors import Error
+from forwarder.api.insights import (
+    FindingList,
+    FindingsQuery,
+    FindingView,
+    QueriesQuery,
+    QueryDetail,
+    QueryList,
+    QueryWindow,
+)
 from forwarder.api.logs import (
     DatabaseList,
     GroupsQuery,
@@ -41,7 +50,12 @@ from forwarder.sinks import SINK_TYPES
 REF_TEMPLATE: Final = "#/components/schemas/{model}"
 # Component names for models whose class name reads as the handler's, not the API's.
 COMPONENT_NAMES: Final = {"FilterBody": "DestinationFilter"}
-PATH_PARAMETERS: Final = {"ref": "The database's id or name.", "id": "The destination's id."}
+PATH_PARAMETERS: Final = {
+    "ref": "The database's id or name.",
+    "id": "The destination's id.",
+    "finding_id": "The finding's id (16 hex digits).",
+    "query_id": "The query's id, its fingerprint (16 hex digits).",
+}
 ERROR_TEXTS: Final = {
     400: "A parameter or the body is invalid; `error.field` names it.",
     401: "No key, or an unknown or revoked key.",
@@ -49,7 +63,7 @@ ERROR_TEXTS: Final = {
     404: "No database or destination with that id (or name).",
     409: "The destination is declared in the config file (`managed_by: config`); change it there.",
     415: "The body is not JSON.",
-    503: "Delivery is not running.",
+    503: "Delivery is not running, or insights are turned off (`[insights] enabled = false`).",
 }
 
 
@@ -209,6 +223,23 @@ def operations() -> list[Operation]:
         Operation(
             "patch", "/v1/databases/{ref}/logs/settings", "updateLogSettings", "Change the database's log settings",
             {200: (LogSettings, "The settings now in force.")}, (400, 401, 403, 404, 415), body=SettingsPatch,
+        ),
+        Operation(
+            "get", "/v1/databases/{ref}/findings", "listFindings",
+            "Findings (open: the current ones), newest first",
+            {200: (FindingList, "Findings, newest `last_seen` first.")}, (400, 401, 404, 503), query=FindingsQuery,
+        ),
+        Operation(
+            "get", "/v1/databases/{ref}/findings/{finding_id}", "getFinding", "One finding with its evidence and fixes",
+            {200: (FindingView, "The finding.")}, (400, 401, 404, 503),
+        ),
+        Operation(
+            "get", "/v1/databases/{ref}/queries", "listQueries", "Statements by fingerprint, with their numbers",
+            {200: (QueryList, "Queries in the order asked for.")}, (400, 401, 404, 503), query=QueriesQuery,
+        ),
+        Operation(
+            "get", "/v1/databases/{ref}/queries/{query_id}", "getQuery", "One query with its 5-minute series",
+            {200: (QueryDetail, "The query.")}, (400, 401, 404, 503), query=QueryWindow,
         ),
         Operation(
             "get", "/v1/log-destinations", "listLogDestinations", "Destinations with their delivery state",

@@ -99,7 +99,7 @@ def encode_rows(identity: Identity, lines: Sequence[LogLine]) -> list[Row]:
                 identity.code,
                 line.time_us,
                 KIND_CODE[line.kind],
-                group_key(line.kind, line.message),
+                group_key(line.kind, line.message, line.fingerprint),
                 line.fingerprint,
                 len(doc),
                 doc,

@@ -138,6 +138,7 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         start_us     INTEGER NOT NULL,      -- a 5-minute bucket
         calls        INTEGER NOT NULL,
         total_ms     REAL NOT NULL,
+        min_ms       REAL,                  -- NULL without calls
         max_ms       REAL NOT NULL,
         errors       INTEGER NOT NULL,
         histogram    BLOB NOT NULL,         -- JSON {bin: count} of durations (insights/histogram.py)

@@ -247,12 +247,12 @@ class Store:
     async def wait_for_lines(self, after_id: int, wait_seconds: float) -> bool:
         """Wait until the store has a line newer than `after_id`, at most `wait_seconds`."""
         try:
-            await asyncio.wait_for(self._stored_after(after_id), wait_seconds)
+            await asyncio.wait_for(self.stored_after(after_id), wait_seconds)
         except TimeoutError:
             return self.head_id > after_id
         return True
 
-    async def _stored_after(self, line_id: int) -> None:
+    async def stored_after(self, line_id: int) -> None:
         """Return once a line newer than `line_id` is stored (each append sets a fresh event)."""
         while self.head_id <= line_id:
             await self._new_lines.wait()
@@ -281,7 +281,7 @@ class Store:
             if remaining <= 0:
                 break
             try:
-                await with_timeout(self._clock, self._stored_after(page.next_after), remaining)
+                await with_timeout(self._clock, self.stored_after(page.next_after), remaining)
             except TimeoutError:
                 break
             page = await self.list_lines(db_code, replace(query, after=page.next_after))

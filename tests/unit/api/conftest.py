@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -34,7 +35,17 @@ class Api:
 
 
 @pytest.fixture
-async def api(tmp_path: Path) -> AsyncIterator[Api]:
+def api_overrides() -> dict[str, Any]:
+    """Config sections that replace the fixture's; a test module overrides this fixture to change them.
+
+    Insights are off by default here: their sweep sleeps on the fake clock, and the tests of the
+    long poll tell "the poll waits" from the clock having a sleeper. The insights tests turn them on.
+    """
+    return {"insights": {"enabled": False}}
+
+
+@pytest.fixture
+async def api(tmp_path: Path, api_overrides: dict[str, Any]) -> AsyncIterator[Api]:
     config = config_from_dict(
         {
             "server": {"host": "127.0.0.1", "port": 0},
@@ -48,6 +59,7 @@ async def api(tmp_path: Path) -> AsyncIterator[Api]:
                 {"id": "other", "name": "other", "host": "db2", "log": {"path": str(tmp_path / "none/*.log")}},
             ],
         }
+        | api_overrides
     )
     clock = FakeClock(start=T0_S + 3600)
     # No real DNS in tests: hook.test is a closed loopback port; public.test a public address that

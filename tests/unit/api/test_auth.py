@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.unit.api.conftest import Api
 
+@pytest.fixture
+def api_overrides() -> dict[str, Any]:
+    return {}  # insights on: their routes are in the matrix
+
+
 ROUTES = [
     ("GET", "/v1/databases", None),
+    ("GET", "/v1/databases/main/findings", None),
+    ("GET", "/v1/databases/main/queries", None),
     ("GET", "/v1/databases/main/logs", None),
     ("GET", "/v1/databases/main/logs/groups", None),
     ("GET", "/v1/databases/main/logs/overview", None),

@@ -1,0 +1,283 @@
+"""The insights engine: follows the stored lines like a destination does and keeps aggregates.
+
+```
+  store (lines) --notify--> [ read the next lines of the wanted kinds after the cursor ]
+                                  |  rule.observe / queries.fold   (pure, per line)
+                                  v
+                            [ ONE write: observation minutes + query buckets + cursor ]
+                                  |  touched subjects
+                                  v
+                            [ rule.evaluate(history) -> save finding (open/update/resolve) ]
+  every SWEEP_SECONDS on the clock: re-evaluate open findings (a quiet subject resolves),
+  query regressions of the queries seen since, and forget aggregates past retention.
+```
+
+The cursor (kv `insights_cursor`) is written in the same transaction as the sums it accounts
+for, so a crash neither loses nor double-counts a line. Nothing ever rescans old lines: each line
+is read once, just behind the head; what rules need later is in the minute tables.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+import orjson
+
+from forwarder.clock import Clock, with_timeout
+from forwarder.insights import findings as F
+from forwarder.insights import queries as Q
+from forwarder.insights.model import Finding
+from forwarder.insights.regression import QueryRegression
+from forwarder.insights.rules import RULES, Rule
+from forwarder.logsetup import RepeatedFailureLog
+from forwarder.model import KINDS
+from forwarder.store.lines import KIND_CODE
+from forwarder.store.store import Store, write_failure_reason
+
+log = logging.getLogger(__name__)
+
+CURSOR_KEY: Final = "insights_cursor"
+SCAN_IDS: Final = 20_000  # line ids looked at per batch (the lines of other kinds are skipped in SQL)
+SWEEP_SECONDS: Final = 60.0
+RETRY_SECONDS: Final = 5.0
+# Lines of these kinds are read besides the rules' own: calls (slow_query) and errors of queries.
+QUERY_KINDS: Final = frozenset({"slow_query", "error", "deadlock"})
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    id: int
+    db: int
+    time_us: int
+    kind: str
+    fingerprint: str | None
+    doc: bytes
+
+
+@dataclass(slots=True)
+class _Batch:
+    rows: list[_Row]
+    upto: int  # the cursor once these rows are accounted for
+
+
+@dataclass(slots=True)
+class Touched:
+    """What a batch changed: subjects to evaluate (with their newest time) and queries."""
+
+    subjects: dict[F.SubjectKey, int] = field(default_factory=dict)
+    queries: set[Q.QueryKey] = field(default_factory=set)
+
+
+class Insights:
+    """Findings and queries from the stored lines; `run()` until cancelled.
+
+    Also the read side the API, the fix use case and (later) Ask use: `finding`, `findings`,
+    `queries`, `query`.
+    """
+
+    def __init__(
+        self, store: Store, clock: Clock, rules: Mapping[str, Rule] | None = None, retention_days: float = 7
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._rules: dict[str, Rule] = dict(RULES if rules is None else rules)
+        self._regression = QueryRegression()
+        self._retention_us = int(max(retention_days, 1.0) * 86_400 * 1_000_000)
+        wanted = set(QUERY_KINDS).union(*(r.kinds for r in self._rules.values()))
+        self._kind_codes = sorted(KIND_CODE[k] for k in wanted)
+        self._by_kind: dict[str, list[Rule]] = {k: [r for r in self._rules.values() if k in r.kinds] for k in KINDS}
+        self._db_ids: dict[int, str] = {}
+        self.cursor = 0
+        self._pending_queries: set[Q.QueryKey] = set()
+        self._failures = RepeatedFailureLog(log, clock)
+
+    # --- the loop -------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Follow the store until cancelled; sweep every SWEEP_SECONDS of the clock."""
+        self.cursor = await self._store.read(_cursor)
+        next_sweep = self._clock.monotonic()
+        while True:
+            try:
+                if await self.step():
+                    continue
+                if self._clock.monotonic() >= next_sweep:
+                    await self.sweep()
+                    next_sweep = self._clock.monotonic() + SWEEP_SECONDS
+                remaining = max(0.0, next_sweep - self._clock.monotonic())
+                with contextlib.suppress(TimeoutError):
+                    await with_timeout(self._clock, self._store.stored_after(self.cursor), remaining)
+            except Exception as exc:
+                # The store cannot write (logged by the store), or a bug: insights wait and go on, the
+                # daemon's reading and delivery never stop for them.
+                if write_failure_reason(exc) is None:
+                    self._failures.failure("insights could not account for stored lines", exc)
+                await self._clock.sleep(RETRY_SECONDS)
+
+    async def catch_up(self) -> None:
+        """Account for every line stored so far (tests and the end of a backlog)."""
+        if self.cursor == 0:
+            self.cursor = await self._store.read(_cursor)
+        while await self.step():
+            pass
+
+    async def step(self) -> bool:
+        """Account for the next lines after the cursor; False when there were none to look at."""
+        head = self._store.head_id
+        if head <= self.cursor:
+            return False
+        batch = await self._store.read(lambda c: self._next(c, self.cursor, min(head, self.cursor + SCAN_IDS)))
+        qfold = Q.QueryFold()
+        ofold = F.ObservationFold()
+        touched = Touched()
+        for row in batch.rows:
+            doc = orjson.loads(row.doc)
+            if row.kind in QUERY_KINDS:
+                qfold.add(row.db, row.id, row.time_us, row.fingerprint, doc)
+            for rule in self._by_kind[row.kind]:
+                try:
+                    observed = list(rule.observe(row.id, doc))
+                except Exception as exc:  # one rule's bug costs its observation of this line, nothing more
+                    self._failures.failure(f"rule {rule.name} failed on line {row.id}", exc)
+                    continue
+                for obs in observed:
+                    ofold.add(row.db, obs)
+                    key = (row.db, obs.rule, obs.subject)
+                    touched.subjects[key] = max(touched.subjects.get(key, 0), obs.time_us)
+        touched.queries = set(qfold.seen)
+        upto = batch.upto
+
+        def _txn(c: sqlite3.Connection) -> None:
+            Q.apply(c, qfold)
+            F.apply(c, ofold)
+            c.execute("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", (CURSOR_KEY, upto))
+
+        await self._store.write(_txn)
+        self.cursor = upto
+        self._pending_queries |= touched.queries
+        if touched.subjects:
+            await self._evaluate(touched.subjects)
+        return True
+
+    def _next(self, c: sqlite3.Connection, after: int, upto: int) -> _Batch:
+        marks = ",".join("?" * len(self._kind_codes))
+        rows = [
+            _Row(i, db, t, KINDS[k], fp, doc)
+            for i, db, t, k, fp, doc in c.execute(
+                f"SELECT id, db, time_us, kind, fingerprint, doc FROM lines"
+                f" WHERE id > ? AND id <= ? AND kind IN ({marks}) ORDER BY id",
+                (after, upto, *self._kind_codes),
+            )
+        ]
+        return _Batch(rows, upto)
+
+    async def _evaluate(self, subjects: Mapping[F.SubjectKey, int], now_us: int | None = None) -> None:
+        """Evaluate each subject at its newest observation (or at `now_us`: a sweep) and save."""
+        await self._known_databases({db for db, _, _ in subjects})
+
+        def _txn(c: sqlite3.Connection) -> None:
+            for (db, rule_name, subject), newest_us in subjects.items():
+                rule = self._rules.get(rule_name)
+                database_id = self._db_ids.get(db)
+                if rule is None or database_id is None:
+                    continue
+                at = newest_us if now_us is None else now_us
+                hist = F.history(c, db, database_id, rule_name, subject, rule.lookback_seconds * 1_000_000, at)
+                F.save(c, db, database_id, rule_name, subject, rule.evaluate(hist), at)
+
+        await self._store.write(_txn)
+
+    async def sweep(self) -> None:
+        """Re-evaluate open findings at the clock's now, the queries seen since the last sweep for
+        regressions, and forget aggregates past retention."""
+        now_us = int(self._clock.now() * 1_000_000)
+        open_subjects = await self._store.read(F.open_subjects)
+        # A subject's newest line may be newer than the clock (a server clock ahead of ours): never
+        # evaluate before what was seen.
+        await self._evaluate({key: now_us for key in open_subjects if key[1] in self._rules}, now_us)
+        pending, self._pending_queries = self._pending_queries, set()
+        await self._known_databases({db for db, _ in pending})
+        regression = self._regression
+        db_ids = dict(self._db_ids)
+
+        def _txn(c: sqlite3.Connection) -> None:
+            for db, fp in pending:
+                if (database_id := db_ids.get(db)) is not None:
+                    draft = regression.evaluate(c, db, database_id, fp, now_us)
+                    F.save(c, db, database_id, regression.name, fp, draft, now_us)
+            for db, rule, subject in F.open_subjects(c):
+                if rule == regression.name and (db, subject) not in pending and (database_id := db_ids.get(db)):
+                    F.save(
+                        c,
+                        db,
+                        database_id,
+                        rule,
+                        subject,
+                        regression.evaluate(c, db, database_id, subject, now_us),
+                        now_us,
+                    )
+            cutoff = now_us - self._retention_us
+            Q.forget_before(c, cutoff)
+            c.execute("DELETE FROM insight_observations WHERE start_us < ?", (cutoff,))
+
+        await self._store.write(_txn)
+
+    async def _known_databases(self, codes: set[int]) -> None:
+        if codes - self._db_ids.keys():
+            self._db_ids = await self._store.read(
+                lambda c: dict(c.execute("SELECT code, id FROM databases").fetchall())
+            )
+
+    # --- reading --------------------------------------------------------------------------------
+
+    async def finding(self, database_id: str, finding_id: str) -> Finding | None:
+        """The finding `finding_id` of the database `database_id` (the fix use case's port)."""
+
+        def _q(c: sqlite3.Connection) -> Finding | None:
+            row = c.execute("SELECT code FROM databases WHERE id = ?", (database_id,)).fetchone()
+            return None if row is None else F.get(c, row[0], finding_id)
+
+        return await self._store.read(_q)
+
+    async def findings(
+        self, db_code: int, status: str | None, from_us: int | None, limit: int
+    ) -> list[tuple[Finding, set[int]]]:
+        """Findings newest first, each with the ids of its evidence lines retention deleted."""
+
+        def _q(c: sqlite3.Connection) -> list[tuple[Finding, set[int]]]:
+            return [
+                (f, F.deleted_line_ids(c, f.evidence.line_ids)) for f in F.listing(c, db_code, status, from_us, limit)
+            ]
+
+        return await self._store.read(_q)
+
+    async def finding_with_gone(self, db_code: int, finding_id: str) -> tuple[Finding, set[int]] | None:
+        def _q(c: sqlite3.Connection) -> tuple[Finding, set[int]] | None:
+            f = F.get(c, db_code, finding_id)
+            return None if f is None else (f, F.deleted_line_ids(c, f.evidence.line_ids))
+
+        return await self._store.read(_q)
+
+    async def queries(
+        self, db_code: int, from_us: int | None, to_us: int | None, sort: str, limit: int
+    ) -> list[Q.QueryStats]:
+        return await self._store.read(lambda c: Q.top(c, db_code, from_us, to_us, sort, limit))
+
+    async def query(
+        self, db_code: int, fingerprint: str, from_us: int | None, to_us: int | None
+    ) -> tuple[Q.QueryStats, list[Q.SeriesPoint]] | None:
+        def _q(c: sqlite3.Connection) -> tuple[Q.QueryStats, list[Q.SeriesPoint]] | None:
+            stats = Q.one(c, db_code, fingerprint, from_us, to_us)
+            return None if stats is None else (stats, Q.series(c, db_code, fingerprint, from_us, to_us))
+
+        return await self._store.read(_q)
+
+
+def _cursor(c: sqlite3.Connection) -> int:
+    row = c.execute("SELECT value FROM kv WHERE key = ?", (CURSOR_KEY,)).fetchone()
+    return 0 if row is None else int(row[0])
