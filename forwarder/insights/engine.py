@@ -20,6 +20,7 @@ is read once, just behind the head; what rules need later is in the minute table
 from __future__ import annotations
 
 import contextlib
+import asyncio
 import logging
 import sqlite3
 from collections.abc import Mapping
@@ -95,6 +96,7 @@ class Insights:
         self.cursor = 0
         self._pending_queries: set[Q.QueryKey] = set()
         self._failures = RepeatedFailureLog(log, clock)
+        self._stepping = asyncio.Lock()  # one batch at a time: `catch_up` may run beside `run`
 
     # --- the loop -------------------------------------------------------------------------------
 
@@ -128,6 +130,10 @@ class Insights:
 
     async def step(self) -> bool:
         """Account for the next lines after the cursor; False when there were none to look at."""
+        async with self._stepping:
+            return await self._step()
+
+    async def _step(self) -> bool:
         head = self._store.head_id
         if head <= self.cursor:
             return False
@@ -195,6 +201,10 @@ class Insights:
     async def sweep(self) -> None:
         """Re-evaluate open findings at the clock's now, the queries seen since the last sweep for
         regressions, and forget aggregates past retention."""
+        async with self._stepping:
+            await self._sweep()
+
+    async def _sweep(self) -> None:
         now_us = int(self._clock.now() * 1_000_000)
         open_subjects = await self._store.read(F.open_subjects)
         # A subject's newest line may be newer than the clock (a server clock ahead of ours): never

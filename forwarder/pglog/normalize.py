@@ -206,13 +206,12 @@ _PARAMS: Final = re.compile(r"\$\d+(?:\s*,\s*\$\d+)*")
 def fingerprint(normalized: str) -> str:
     """A stable 16-hex-digit id of a normalized statement's shape (see the module docstring).
 
-    BLAKE2b-64 of the normalized text; when it holds a list of parameters (`IN ($1, $2, $3)`),
-    every parameter and list is first written as `$`, so that the length of a list (and the
-    numbering it shifts) does not matter. Statements that differ only in literal values or in the
-    length of their lists of two or more share it. (Only then: the rewrite costs a regex pass,
-    and the numbering of a statement without lists depends on its shape alone.)
+    BLAKE2b-64 of the normalized text with every parameter and list of parameters written as
+    `$`, so that the length of a list (and the numbering it shifts) does not matter: statements
+    that differ only in literal values or in the length of their lists share it, `IN ($1)` and
+    `IN ($1, $2, $3)` alike (as pg_stat_statements merges IN lists since PostgreSQL 18).
     """
-    if ", $" in normalized or ",$" in normalized:
+    if "$" in normalized:
         normalized = _PARAMS.sub("$", normalized)
     return _hash(normalized)
 

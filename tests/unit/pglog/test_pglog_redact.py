@@ -68,7 +68,8 @@ def test_fingerprint_ignores_values_and_in_list_lengths() -> None:
     a = normalize_statement("SELECT * FROM t WHERE id IN (1, 2, 3) AND s = 'x'")
     b = normalize_statement("SELECT * FROM t WHERE id IN (7, 8) AND s = 'y'")
     c = normalize_statement("SELECT * FROM u WHERE id IN (7, 8) AND s = 'y'")
-    assert a[2] == b[2] != c[2]
+    d = normalize_statement("SELECT * FROM t WHERE id IN (9) AND s = 'z'")  # a list of one is a list too
+    assert a[2] == b[2] == d[2] != c[2]
     assert len(a[2]) == 16 and int(a[2], 16) >= 0
     assert fingerprint(a[0]) == a[2]
 
