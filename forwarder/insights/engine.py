@@ -19,8 +19,8 @@ is read once, just behind the head; what rules need later is in the minute table
 
 from __future__ import annotations
 
-import contextlib
 import asyncio
+import contextlib
 import logging
 import sqlite3
 from collections.abc import Mapping

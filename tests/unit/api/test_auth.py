@@ -8,6 +8,7 @@ import pytest
 
 from tests.unit.api.conftest import Api
 
+
 @pytest.fixture
 def api_overrides() -> dict[str, Any]:
     return {}  # insights on: their routes are in the matrix

@@ -58,7 +58,8 @@ def workload() -> tuple[str, dict[str, list[float]]]:
         text += slow(T + i, 3.0, "statement", f"DELETE FROM t WHERE a IN ({ids})", user=f"u{i % 2}", app="psql")
     # Two errors of the UPDATE, one of them with no call at all of another statement.
     text += f"{stamp(T + 50)} [8] app@shop/psql ERROR:  deadlock detected\n"
-    text += f"{stamp(T + 50)} [8] app@shop/psql STATEMENT:  UPDATE pgbench_branches SET bbalance = bbalance + 5 WHERE bid = 1\n"
+    update = "UPDATE pgbench_branches SET bbalance = bbalance + 5 WHERE bid = 1"
+    text += f"{stamp(T + 50)} [8] app@shop/psql STATEMENT:  {update}\n"
     text += f'{stamp(T + 51)} [8] app@shop/psql ERROR:  relation "nope" does not exist at character 15\n'
     text += f"{stamp(T + 51)} [8] app@shop/psql STATEMENT:  SELECT * FROM nope WHERE x = 1\n"
     # log_duration without a statement names no query.
