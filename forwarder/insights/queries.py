@@ -28,33 +28,9 @@ import orjson
 from forwarder.insights import histogram
 
 BUCKET_US: Final = 300 * 1_000_000  # the time series' step: 5 minutes
-MAX_NAMES: Final = 20  # users and applications kept per query
+MAX_NAMES: Final = 20  # users and applications shown per query
 _CALL: Final = re.compile(r"duration: [0-9.]+ ms +(?:statement|execute\b)")
 ERROR_SEVERITIES: Final = frozenset({"ERROR", "FATAL", "PANIC"})
-
-
-@dataclass(slots=True)
-class BucketSums:
-    """One query's numbers in one 5-minute bucket (of one batch, then of the table)."""
-
-    calls: int = 0
-    total_ms: float = 0.0
-    min_ms: float | None = None
-    max_ms: float = 0.0
-    errors: int = 0
-    bins: dict[int, int] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class Seen:
-    """What a batch saw of one query beside its numbers."""
-
-    text: str
-    first_us: int
-    last_us: int
-    example_id: int
-    users: set[str] = field(default_factory=set)
-    applications: set[str] = field(default_factory=set)
 
 
 QueryKey = tuple[int, str]  # (database code, fingerprint)
@@ -62,10 +38,16 @@ QueryKey = tuple[int, str]  # (database code, fingerprint)
 
 @dataclass(slots=True)
 class QueryFold:
-    """The sums of one batch of lines, by query and bucket."""
+    """The sums of one batch of lines, by query and bucket, ready for `apply`.
 
-    buckets: dict[tuple[int, str, int], BucketSums] = field(default_factory=dict)
-    seen: dict[QueryKey, Seen] = field(default_factory=dict)
+    Plain dicts and lists rather than an object per bucket: `add` runs for every call in the log.
+    """
+
+    # (db, fp, bucket start) -> [calls, total_ms, min_ms | None, max_ms, errors]
+    buckets: dict[tuple[int, str, int], list[Any]] = field(default_factory=dict)
+    bins: dict[tuple[int, str, int, int], int] = field(default_factory=dict)
+    # (db, fp) -> [text, first_us, last_us, example line id, users, applications]
+    seen: dict[QueryKey, list[Any]] = field(default_factory=dict)
 
     def add(self, db: int, line_id: int, time_us: int, fingerprint: str | None, doc: Mapping[str, Any]) -> None:
         """Count one stored line if it is a call or an error of a query."""
@@ -73,105 +55,80 @@ class QueryFold:
         if not fingerprint or not statement:
             return
         duration = doc.get("duration_ms")
-        is_call = doc.get("kind") == "slow_query" and duration is not None and _CALL.match(doc.get("message") or "")
-        is_error = doc.get("severity") in ERROR_SEVERITIES
-        if not is_call and not is_error:
-            return
-        sums = self.buckets.get(key := (db, fingerprint, time_us - time_us % BUCKET_US))
-        if sums is None:
-            sums = self.buckets[key] = BucketSums()
-        if is_call:
-            ms = float(duration)  # type: ignore[arg-type]  # is_call: not None
-            sums.calls += 1
-            sums.total_ms += ms
-            sums.max_ms = max(sums.max_ms, ms)
-            sums.min_ms = ms if sums.min_ms is None else min(sums.min_ms, ms)
-            b = histogram.bin_of(ms)
-            sums.bins[b] = sums.bins.get(b, 0) + 1
+        if duration is not None and doc.get("kind") == "slow_query" and _CALL.match(doc.get("message") or ""):
+            is_call = True
+        elif doc.get("severity") in ERROR_SEVERITIES:
+            is_call = False
         else:
-            sums.errors += 1
-        seen = self.seen.get((db, fingerprint))
+            return
+        start = time_us - time_us % BUCKET_US
+        sums = self.buckets.get(key := (db, fingerprint, start))
+        if sums is None:
+            sums = self.buckets[key] = [0, 0.0, None, 0.0, 0]
+        if is_call:
+            ms = float(duration)  # type: ignore[arg-type]  # not None: a call
+            sums[0] += 1
+            sums[1] += ms
+            sums[2] = ms if sums[2] is None or ms < sums[2] else sums[2]
+            sums[3] = ms if ms > sums[3] else sums[3]
+            bkey = (db, fingerprint, start, histogram.bin_of(ms))
+            self.bins[bkey] = self.bins.get(bkey, 0) + 1
+        else:
+            sums[4] += 1
+        seen = self.seen.get(qkey := (db, fingerprint))
         if seen is None:
-            seen = self.seen[(db, fingerprint)] = Seen(statement, time_us, time_us, line_id)
-        seen.first_us = min(seen.first_us, time_us)
-        if time_us >= seen.last_us:
-            seen.last_us, seen.example_id = time_us, line_id
-        if (user := doc.get("user")) and len(seen.users) < MAX_NAMES:
-            seen.users.add(user)
-        if (app := doc.get("application")) and len(seen.applications) < MAX_NAMES:
-            seen.applications.add(app)
+            seen = self.seen[qkey] = [statement, time_us, time_us, line_id, set(), set()]
+        else:
+            if time_us < seen[1]:
+                seen[1] = time_us
+            if time_us >= seen[2]:
+                seen[2], seen[3] = time_us, line_id
+        if (user := doc.get("user")) and len(seen[4]) < MAX_NAMES:
+            seen[4].add(user)
+        if (app := doc.get("application")) and len(seen[5]) < MAX_NAMES:
+            seen[5].add(app)
 
 
 def apply(conn: sqlite3.Connection, fold: QueryFold) -> None:
-    """Add a batch's sums to the tables (inside the caller's transaction)."""
-    for (db, fp, start_us), s in fold.buckets.items():
-        row = conn.execute(
-            "SELECT calls, total_ms, min_ms, max_ms, errors, histogram FROM insight_query_buckets"
-            " WHERE db = ? AND fingerprint = ? AND start_us = ?",
-            (db, fp, start_us),
-        ).fetchone()
-        bins = dict(s.bins)
-        if row is not None:
-            calls, total_ms, min_ms, max_ms, errors, old_bins = row
-            histogram.merge(bins, histogram.from_json(orjson.loads(old_bins)))
-            lows = [m for m in (s.min_ms, min_ms) if m is not None]
-            s = BucketSums(
-                s.calls + calls,
-                s.total_ms + total_ms,
-                min(lows, default=None),
-                max(s.max_ms, max_ms),
-                s.errors + errors,
-            )
-        conn.execute(
-            "INSERT OR REPLACE INTO insight_query_buckets"
-            " (db, fingerprint, start_us, calls, total_ms, min_ms, max_ms, errors, histogram)"
-            " VALUES (?,?,?,?,?,?,?,?,?)",
-            (
-                db,
-                fp,
-                start_us,
-                s.calls,
-                s.total_ms,
-                s.min_ms,
-                s.max_ms,
-                s.errors,
-                orjson.dumps(histogram.to_json(bins)),
-            ),
-        )
-    for (db, fp), seen in fold.seen.items():
-        row = conn.execute(
-            "SELECT first_us, last_us, example_id, users, applications FROM insight_queries"
-            " WHERE db = ? AND fingerprint = ?",
-            (db, fp),
-        ).fetchone()
-        users, apps = sorted(seen.users), sorted(seen.applications)
-        if row is None:
-            conn.execute(
-                "INSERT INTO insight_queries (db, fingerprint, text, first_us, last_us, example_id, users,"
-                " applications) VALUES (?,?,?,?,?,?,?,?)",
-                (db, fp, seen.text, seen.first_us, seen.last_us, seen.example_id, _names(users), _names(apps)),
-            )
-            continue
-        first_us, last_us, example_id, old_users, old_apps = row
-        if seen.last_us < last_us:
-            seen.last_us, seen.example_id = last_us, example_id
-        conn.execute(
-            "UPDATE insight_queries SET first_us = ?, last_us = ?, example_id = ?, users = ?, applications = ?"
-            " WHERE db = ? AND fingerprint = ?",
-            (
-                min(first_us, seen.first_us),
-                seen.last_us,
-                seen.example_id,
-                _names([*orjson.loads(old_users), *users]),
-                _names([*orjson.loads(old_apps), *apps]),
-                db,
-                fp,
-            ),
-        )
+    """Add a batch's sums to the tables (inside the caller's transaction): upserts, no reads."""
+    conn.executemany(
+        "INSERT INTO insight_query_buckets (db, fingerprint, start_us, calls, total_ms, min_ms, max_ms, errors)"
+        " VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (db, fingerprint, start_us) DO UPDATE SET"
+        " calls = calls + excluded.calls, total_ms = total_ms + excluded.total_ms,"
+        " min_ms = coalesce(min(min_ms, excluded.min_ms), min_ms, excluded.min_ms),"
+        " max_ms = max(max_ms, excluded.max_ms), errors = errors + excluded.errors",
+        [(*key, *sums) for key, sums in fold.buckets.items()],
+    )
+    conn.executemany(
+        "INSERT INTO insight_query_bins (db, fingerprint, start_us, bin, count) VALUES (?,?,?,?,?)"
+        " ON CONFLICT (db, fingerprint, start_us, bin) DO UPDATE SET count = count + excluded.count",
+        [(*key, n) for key, n in fold.bins.items()],
+    )
+    # Names are merged by a function of this connection, called only for a query seen before.
+    conn.create_function("insight_merge_names", 2, _merge_names, deterministic=True)
+    conn.executemany(
+        "INSERT INTO insight_queries (db, fingerprint, text, first_us, last_us, example_id, users, applications)"
+        " VALUES (?,?,?,?,?,?,?,?)"
+        " ON CONFLICT (db, fingerprint) DO UPDATE SET first_us = min(first_us, excluded.first_us),"
+        " example_id = CASE WHEN excluded.last_us >= last_us THEN excluded.example_id ELSE example_id END,"
+        " last_us = max(last_us, excluded.last_us),"
+        " users = insight_merge_names(users, excluded.users),"
+        " applications = insight_merge_names(applications, excluded.applications)",
+        [
+            (db, fp, text, first, last, example, _names(users), _names(apps))
+            for (db, fp), (text, first, last, example, users, apps) in fold.seen.items()
+        ],
+    )
 
 
-def _names(names: list[str]) -> bytes:
-    return orjson.dumps(sorted(dict.fromkeys(names))[:MAX_NAMES])
+def _names(names: set[str]) -> str:
+    return orjson.dumps(sorted(names)).decode()
+
+
+def _merge_names(old: str, new: str) -> str:
+    if old == new or new == "[]":
+        return old
+    return orjson.dumps(sorted(set(orjson.loads(old)) | set(orjson.loads(new)))[:MAX_NAMES]).decode()
 
 
 # --- reading --------------------------------------------------------------------------------
@@ -281,19 +238,20 @@ def _stats(conn: sqlite3.Connection, db: int, fp: str, from_us: int | None, to_u
         " WHERE db = ? AND fingerprint = ?",
         (db, fp),
     ).fetchone()
-    calls = errors = 0
-    total_ms = max_ms = 0.0
-    min_ms: float | None = None
-    bins: dict[int, int] = {}
-    for c, t, lo, m, e, h in conn.execute(
-        "SELECT calls, total_ms, min_ms, max_ms, errors, histogram FROM insight_query_buckets"
+    window = (db, fp, _lo(from_us), _hi(to_us))
+    calls, total_ms, min_ms, max_ms, errors = conn.execute(
+        "SELECT coalesce(sum(calls), 0), coalesce(sum(total_ms), 0), min(min_ms), coalesce(max(max_ms), 0),"
+        " coalesce(sum(errors), 0) FROM insight_query_buckets"
         " WHERE db = ? AND fingerprint = ? AND start_us >= ? AND start_us < ?",
-        (db, fp, _lo(from_us), _hi(to_us)),
-    ):
-        calls, total_ms, max_ms, errors = calls + c, total_ms + t, max(max_ms, m), errors + e
-        if lo is not None:
-            min_ms = lo if min_ms is None else min(min_ms, lo)
-        histogram.merge(bins, histogram.from_json(orjson.loads(h)))
+        window,
+    ).fetchone()
+    bins = dict(
+        conn.execute(
+            "SELECT bin, sum(count) FROM insight_query_bins"
+            " WHERE db = ? AND fingerprint = ? AND start_us >= ? AND start_us < ? GROUP BY bin",
+            window,
+        ).fetchall()
+    )
     return QueryStats(
         database_code=db,
         fingerprint=fp,
@@ -313,11 +271,12 @@ def _stats(conn: sqlite3.Connection, db: int, fp: str, from_us: int | None, to_u
 
 def forget_before(conn: sqlite3.Connection, cutoff_us: int) -> int:
     """Delete buckets older than `cutoff_us` and queries left without any (retention)."""
-    n = conn.execute(
-        "DELETE FROM insight_query_buckets WHERE start_us < ?", (cutoff_us - cutoff_us % BUCKET_US,)
-    ).rowcount
-    conn.execute(
-        "DELETE FROM insight_queries WHERE NOT EXISTS (SELECT 1 FROM insight_query_buckets b"
-        " WHERE b.db = insight_queries.db AND b.fingerprint = insight_queries.fingerprint)"
-    )
+    start = cutoff_us - cutoff_us % BUCKET_US
+    n = conn.execute("DELETE FROM insight_query_buckets WHERE start_us < ?", (start,)).rowcount
+    if n:
+        conn.execute("DELETE FROM insight_query_bins WHERE start_us < ?", (start,))
+        conn.execute(
+            "DELETE FROM insight_queries WHERE NOT EXISTS (SELECT 1 FROM insight_query_buckets b"
+            " WHERE b.db = insight_queries.db AND b.fingerprint = insight_queries.fingerprint)"
+        )
     return n

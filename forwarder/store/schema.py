@@ -128,10 +128,10 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         first_us     INTEGER NOT NULL,
         last_us      INTEGER NOT NULL,
         example_id   INTEGER NOT NULL,      -- the newest line of it
-        users        TEXT NOT NULL,         -- JSON array (at most 20)
-        applications TEXT NOT NULL,         -- JSON array (at most 20)
+        users        TEXT NOT NULL,         -- JSON array, sorted, at most 20
+        applications TEXT NOT NULL,         -- likewise
         PRIMARY KEY (db, fingerprint)
-    );
+    ) WITHOUT ROWID;
     CREATE TABLE insight_query_buckets (
         db           INTEGER NOT NULL,
         fingerprint  TEXT NOT NULL,
@@ -141,10 +141,16 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         min_ms       REAL,                  -- NULL without calls
         max_ms       REAL NOT NULL,
         errors       INTEGER NOT NULL,
-        histogram    BLOB NOT NULL,         -- JSON {bin: count} of durations (insights/histogram.py)
         PRIMARY KEY (db, fingerprint, start_us)
-    );
-    CREATE INDEX insight_query_buckets_time ON insight_query_buckets (db, start_us);
+    ) WITHOUT ROWID;
+    CREATE TABLE insight_query_bins (       -- durations by log-scale bin (insights/histogram.py)
+        db           INTEGER NOT NULL,
+        fingerprint  TEXT NOT NULL,
+        start_us     INTEGER NOT NULL,
+        bin          INTEGER NOT NULL,
+        count        INTEGER NOT NULL,
+        PRIMARY KEY (db, fingerprint, start_us, bin)
+    ) WITHOUT ROWID;
     CREATE TABLE insight_observations (
         db           INTEGER NOT NULL,
         rule         TEXT NOT NULL,

@@ -1,0 +1,121 @@
+"""The engine: findings open, update, resolve and reopen from observations, and keep their evidence."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from forwarder.clock import FakeClock
+from forwarder.config import DatabaseConfig, LogSourceConfig, StoreConfig
+from forwarder.insights.engine import SWEEP_SECONDS, Insights
+from forwarder.insights.model import Evidence, FindingDraft, Observation, SubjectHistory
+from forwarder.model import Kind, parse_time
+from forwarder.store import Identity, Store
+from tests.unit.insights.logtext import parse, stamp
+
+T0 = 1_800_000_000.0
+WINDOW_US = 300 * 1_000_000
+
+
+class Bursts:
+    """A rule for the test: 3 or more authentication failures of one user within 5 minutes."""
+
+    name: ClassVar[str] = "bursts"
+    kinds: ClassVar[frozenset[Kind]] = frozenset({"auth_failure"})
+    lookback_seconds: ClassVar[int] = 300
+
+    def observe(self, line_id: int, doc: Mapping[str, Any]) -> Iterable[Observation]:
+        if doc.get("user") == "explode":
+            raise RuntimeError("a bug in a rule")
+        yield Observation(self.name, doc.get("user") or "", line_id, parse_time(doc["time"]), sample={"client": "x"})
+
+    def evaluate(self, history: SubjectHistory) -> FindingDraft | None:
+        count, _, _ = history.since(history.now_us - WINDOW_US)
+        if count < 3:
+            return None
+        return FindingDraft(
+            severity="warning",
+            title=f"{count} failures of {history.subject}",
+            summary=f"**{count}** failures",
+            evidence=Evidence(history.now_us - WINDOW_US, history.now_us, count, history.line_ids),
+        )
+
+
+class Engine:
+    def __init__(self, store: Store, clock: FakeClock, insights: Insights, identity: Identity) -> None:
+        self.store, self.clock, self.insights, self.identity = store, clock, insights, identity
+
+    async def fail(self, user: str, *seconds: float) -> None:
+        text = "".join(
+            f'{stamp(T0 + s)} [5] {user}@shop/app FATAL:  password authentication failed for user "{user}"\n'
+            for s in seconds
+        )
+        await self.store.append(self.identity, parse(text), [], 0)
+        await self.insights.catch_up()
+
+
+@pytest.fixture
+async def engine(tmp_path: Path) -> AsyncIterator[Engine]:
+    clock = FakeClock(start=T0)
+    store = Store(StoreConfig(path=tmp_path / "s.db", retention_days=1), clock)
+    await store.start()
+    identity = await store.register_database(
+        DatabaseConfig(id="main", name="main", host="h", log=LogSourceConfig(path=str(tmp_path / "*.log")))
+    )
+    insights = Insights(store, clock, rules={"bursts": Bursts()}, retention_days=1)
+    yield Engine(store, clock, insights, identity)
+    await store.aclose()
+
+
+async def test_a_finding_opens_at_the_threshold_updates_resolves_and_reopens(engine: Engine) -> None:
+    await engine.fail("alice", 0, 10)
+    assert await engine.insights.findings(engine.identity.code, None, None, 10) == []
+    await engine.fail("alice", 20)
+    ((finding, gone),) = await engine.insights.findings(engine.identity.code, None, None, 10)
+    assert (finding.rule, finding.subject, finding.status, finding.evidence.count) == ("bursts", "alice", "open", 3)
+    assert len(finding.evidence.line_ids) == 3 and gone == set()
+    await engine.fail("alice", 30, 40)
+    ((updated, _),) = await engine.insights.findings(engine.identity.code, "open", None, 10)
+    assert updated.id == finding.id and updated.evidence.count == 5 and updated.title == "5 failures of alice"
+    assert updated.first_seen_us < updated.last_seen_us
+    # Quiet for longer than the window: the sweep resolves it.
+    engine.clock.advance(SWEEP_SECONDS * 10)
+    await engine.insights.sweep()
+    resolved = await engine.insights.finding("main", finding.id)
+    assert resolved is not None and resolved.status == "resolved" and resolved.resolved_us is not None
+    assert await engine.insights.findings(engine.identity.code, "open", None, 10) == []
+    # The same problem again: the same id, open again.
+    await engine.fail("alice", 900, 901, 902)
+    again = await engine.insights.finding("main", finding.id)
+    assert again is not None and again.status == "open" and again.resolved_us is None
+    assert again.first_seen_us == finding.first_seen_us
+
+
+async def test_evidence_keeps_its_numbers_after_retention_deleted_its_lines(engine: Engine) -> None:
+    await engine.fail("bob", 0, 1, 2, 3)
+    ((finding, gone),) = await engine.insights.findings(engine.identity.code, None, None, 10)
+    assert gone == set()
+    engine.clock.advance(2 * 86_400)  # retention is one day
+    assert await engine.store.retention_once() == 4
+    ((kept, gone),) = await engine.insights.findings(engine.identity.code, None, None, 10)
+    assert kept.evidence.count == 4 and gone == set(finding.evidence.line_ids)
+
+
+async def test_a_failing_rule_costs_its_observation_of_that_line_only(engine: Engine) -> None:
+    await engine.fail("explode", 0)
+    await engine.fail("carol", 1, 2, 3)
+    ((finding, _),) = await engine.insights.findings(engine.identity.code, None, None, 10)
+    assert finding.subject == "carol"
+    assert engine.insights.cursor == engine.store.head_id
+
+
+async def test_lines_of_other_kinds_and_databases_are_skipped_and_each_line_is_counted_once(engine: Engine) -> None:
+    text = "".join(f"{stamp(T0 + i)} [5] app@shop/app LOG:  connection authorized: user=app\n" for i in range(50))
+    await engine.store.append(engine.identity, parse(text), [], 0)
+    await engine.fail("dave", 0, 1, 2)
+    await engine.insights.catch_up()  # nothing new: counts stay
+    ((finding, _),) = await engine.insights.findings(engine.identity.code, None, None, 10)
+    assert finding.evidence.count == 3
