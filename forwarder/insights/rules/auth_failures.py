@@ -67,7 +67,7 @@ class AuthFailures:
         sample: dict[str, str | int | float] = {
             "client": client,
             "user": user,
-            "message": C.text(doc, "message"),
+            "message": C.clip(C.text(doc, "message")),
             "database": C.text(doc, "database"),
         }
         return (Observation(self.name, f"{client}|{user}", line_id, C.time_us(doc), 0.0, sample),)

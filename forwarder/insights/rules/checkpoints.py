@@ -92,7 +92,7 @@ class Checkpoints:
         return ()
 
     def evaluate(self, history: SubjectHistory) -> FindingDraft | None:
-        from_us, _, wal, _ = C.window(history, LOOKBACK_SECONDS)
+        from_us, lines_seen, wal, _ = C.window(history, LOOKBACK_SECONDS)
         # Whole minutes that started within the last checkpoint_timeout: two WAL checkpoints there
         # were at most that far apart (never more; a pair a little closer may be missed).
         wal_recent = history.since(history.now_us - CHECKPOINT_TIMEOUT_SECONDS * C.SECOND_US)[1]
@@ -104,21 +104,36 @@ class Checkpoints:
         wal_n = int(wal)
         if wal_n < OPEN_PER_HOUR and int(wal_recent) < OPEN_PER_TIMEOUT and not warnings:
             return None
-        first_wal = next((b.start_us for b in history.buckets if b.start_us >= from_us and b.total), history.now_us)
+        first_wal = next(
+            (b.start_us for b in history.buckets if b.start_us >= from_us and (b.total if wal_n else b.count)),
+            history.now_us,
+        )
         span_s = (history.now_us - first_wal) / C.SECOND_US
         estimates = C.sample_numbers(history, "estimate_kb")
         # The largest of the newest estimates: a shutdown checkpoint reports 0 after a restart.
         estimate_kb = max(estimates, default=0.0)
-        mb = suggested_max_wal_mb(estimate_kb, wal_n, span_s)
         apart = [int(s["seconds_apart"]) for s in warnings]
-        lines = [
-            f"**{C.plural(wal_n, 'checkpoint')}** in the last hour were started by WAL volume (`wal`),"
-            f" not by checkpoint_timeout (assumed {CHECKPOINT_TIMEOUT_SECONDS} s, the default).",
-        ]
-        if apart:
-            lines.append(
-                f"PostgreSQL warned that checkpoints are occurring too frequently, the closest {min(apart)} s apart."
-            )
+        if wal_n:
+            checkpoints = wal_n
+            lines = [
+                f"**{C.plural(wal_n, 'checkpoint')}** in the last hour were started by WAL volume (`wal`),"
+                f" not by checkpoint_timeout (assumed {CHECKPOINT_TIMEOUT_SECONDS} s, the default).",
+            ]
+            if apart:
+                lines.append(
+                    "PostgreSQL warned that checkpoints are occurring too frequently,"
+                    f" the closest {min(apart)} s apart."
+                )
+        else:
+            # log_checkpoints is off (no "starting" lines): every line seen is a "too frequently"
+            # warning, one per WAL checkpoint that came within checkpoint_warning of the last.
+            checkpoints = lines_seen
+            lines = [
+                f"PostgreSQL warned **{C.plural(lines_seen, 'time')}** in the last hour that checkpoints are"
+                f" occurring too frequently, the closest {min(apart)} s apart. Turn log_checkpoints on for"
+                " the WAL written per checkpoint.",
+            ]
+        mb = suggested_max_wal_mb(estimate_kb, checkpoints, span_s)
         if estimates:
             lines.append(f"WAL written per checkpoint: about **{estimate_kb / 1024:.0f} MB** (PostgreSQL's estimate).")
         lines += [
@@ -136,8 +151,7 @@ class Checkpoints:
             setting="max_wal_size",
         )
         facts: dict[str, float | int | str | list[str]] = {
-            "wal_checkpoints": wal_n,
-            "too_frequent_warnings": len(apart),
+            "wal_checkpoints": checkpoints,
             "suggested_max_wal_size_mb": mb,
         }
         if estimates:
@@ -145,13 +159,13 @@ class Checkpoints:
         if apart:
             facts["min_seconds_apart"] = min(apart)
         return FindingDraft(
-            severity="critical" if wal_n >= CRITICAL_PER_HOUR else "warning",
+            severity="critical" if checkpoints >= CRITICAL_PER_HOUR else "warning",
             title="Checkpoints occur too frequently",
             summary="\n".join(lines),
             evidence=Evidence(
                 window_from_us=C.first_seen_us(history, from_us),
                 window_to_us=history.now_us,
-                count=wal_n,
+                count=checkpoints,
                 line_ids=history.line_ids,
                 facts=facts,
             ),

@@ -35,6 +35,16 @@ def text(doc: Mapping[str, Any], field: str) -> str:
     return value if isinstance(value, str) else ""
 
 
+# A sample keeps this much of a statement or message: enough to recognize it on a finding's page;
+# the engine stores a few samples per subject, and a statement may be megabytes long.
+SAMPLE_CHARS: Final = 1000
+
+
+def clip(value: str, limit: int = SAMPLE_CHARS) -> str:
+    """`value` cut to `limit` characters (with "..." when cut)."""
+    return value if len(value) <= limit else value[: limit - 3] + "..."
+
+
 def relations(context: str) -> list[str]:
     """The relations a CONTEXT names, in order, each once."""
     return list(dict.fromkeys(_RELATION.findall(context)))

@@ -73,7 +73,7 @@ class ConnectionLimit:
         if not message.startswith(_PREFIXES):
             return ()
         sample: dict[str, str | int | float] = {
-            "message": message,
+            "message": C.clip(message),
             "user": C.text(doc, "user"),
             "client": C.text(doc, "client"),
         }

@@ -50,9 +50,9 @@ class Crashes:
             event = "died" if m.group("died") else "reset" if m.group("reset") else "recovery"
         else:
             return ()
-        sample: dict[str, str | int | float] = {"event": event, "message": message}
+        sample: dict[str, str | int | float] = {"event": event, "message": C.clip(message)}
         if event == "died":
-            sample["running"] = C.text(doc, "detail").removeprefix("Failed process was running: ")
+            sample["running"] = C.clip(C.text(doc, "detail").removeprefix("Failed process was running: "))
         return (Observation(self.name, "", line_id, C.time_us(doc), 0.0, sample),)
 
     def evaluate(self, history: SubjectHistory) -> FindingDraft | None:

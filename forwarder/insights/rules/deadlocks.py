@@ -57,9 +57,9 @@ class Deadlocks:
             return ()
         rels = C.relations(C.text(doc, "context"))
         statements = [s.strip() for _, s in _PROCESS_STATEMENT.findall(C.text(doc, "detail"))]
-        sample: dict[str, str | int | float] = {f"statement_{i + 1}": s for i, s in enumerate(statements[:2])}
+        sample: dict[str, str | int | float] = {f"statement_{i + 1}": C.clip(s) for i, s in enumerate(statements[:2])}
         if not statements and (stmt := C.text(doc, "statement")):
-            sample["statement_1"] = stmt
+            sample["statement_1"] = C.clip(stmt)
         sample["relations"] = ", ".join(rels)
         return (Observation(self.name, ",".join(rels), line_id, C.time_us(doc), 0.0, sample),)
 

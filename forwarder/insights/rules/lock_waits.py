@@ -61,7 +61,7 @@ class LockWaits:
         rels = C.relations(C.text(doc, "context"))
         sample: dict[str, str | int | float] = {
             "relation": rels[0] if rels else "",
-            "statement": C.text(doc, "statement"),
+            "statement": C.clip(C.text(doc, "statement")),
             "blocking": C.holders(C.text(doc, "detail")),
             "wait_ms": value,
         }

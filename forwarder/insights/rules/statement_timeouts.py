@@ -69,7 +69,7 @@ class StatementTimeouts:
             return ()  # conflict with recovery: a standby's business, not the query's
         statement = C.text(doc, "statement")
         fp = query_id(statement)
-        sample: dict[str, str | int | float] = {"reason": reason, "statement": statement}
+        sample: dict[str, str | int | float] = {"reason": reason, "statement": C.clip(statement)}
         return (Observation(self.name, fp, line_id, C.time_us(doc), 0.0, sample),)
 
     def evaluate(self, history: SubjectHistory) -> FindingDraft | None:

@@ -58,7 +58,7 @@ class TempFiles:
         sample: dict[str, str | int | float] = {
             "user": user,
             "database": database,
-            "statement": C.text(doc, "statement"),
+            "statement": C.clip(C.text(doc, "statement")),
             "bytes": int(m.group(1)),
         }
         return (Observation(self.name, f"{user}|{database}", line_id, C.time_us(doc), float(m.group(1)), sample),)

@@ -64,7 +64,7 @@ class Wraparound:
         if m is None:
             return ()
         database = m.group("db") or m.group("stopped") or ""
-        sample: dict[str, str | int | float] = {"message": C.text(doc, "message")}
+        sample: dict[str, str | int | float] = {"message": C.clip(C.text(doc, "message"))}
         if m.group("xids"):
             sample["xids_left"] = int(m.group("xids"))
         if m.group("mxids"):

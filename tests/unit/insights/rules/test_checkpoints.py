@@ -102,3 +102,14 @@ def test_max_wal_size_is_sized_from_the_wal_per_checkpoint_timeout(
     estimate_kb: int, checkpoints: int, span_s: float, mb: int
 ) -> None:
     assert suggested_max_wal_mb(estimate_kb, checkpoints, span_s) == mb
+
+
+def test_with_log_checkpoints_off_the_warnings_alone_open_and_count() -> None:
+    warnings = [d for d in docs(PG.CHECKPOINTS_WAL) if d["message"].startswith("checkpoints are occurring")]
+    observed = observe(Checkpoints(), warnings)
+    draft = evaluate(Checkpoints(), observed, "")
+    assert draft is not None
+    assert "warned **3 times**" in draft.summary and "0 s apart" in draft.summary
+    assert draft.evidence.count == 3
+    assert draft.evidence.facts["wal_checkpoints"] == 3
+    assert sql_shape(draft, "max-wal-size")[1] == ("literal", f"{MIN_MAX_WAL_MB}MB")

@@ -100,3 +100,12 @@ def test_a_long_lock_wait_names_its_numbers_blocker_and_statement() -> None:
     assert facts["max_wait_ms"] == 2500.0
     assert facts["blocking_pids"] == ["26309"]
     assert facts["relation"] == "accounts"
+
+
+def test_a_long_statement_is_kept_cut_in_the_sample() -> None:
+    long_where = " OR ".join(f"note = 'n{i}'" for i in range(400))
+    text = PG.LOCK_WAIT.replace("WHERE id = 1;", f"WHERE {long_where};")
+    (obs,) = observe(LockWaits(), docs(text))
+    statement = str((obs.sample or {})["statement"])
+    assert len(statement) == 1000 and statement.endswith("...")
+    assert statement.startswith("UPDATE accounts SET balance = balance + $1, note = $2 WHERE note = $3 OR")
