@@ -40,3 +40,18 @@ def register(rule: Rule) -> Rule:
         raise ValueError(f"rule {rule.name!r} is registered twice")
     RULES[rule.name] = rule
     return rule
+
+
+# Every rule module registers itself on import; the engine sees them all through RULES.
+from forwarder.insights.rules import (  # noqa: E402,F401
+    auth_failures,
+    autovacuum,
+    checkpoints,
+    connection_limit,
+    crashes,
+    deadlocks,
+    lock_waits,
+    statement_timeouts,
+    temp_files,
+    wraparound,
+)

@@ -1,0 +1,137 @@
+"""The autovacuum rule: autovacuum runs that take long, or come again and again, on one table.
+
+With log_autovacuum_min_duration set, PostgreSQL (vacuumlazy.c, analyze.c) reports each run:
+
+    LOG:  automatic vacuum of table "shop.public.vac": index scans: 0
+            pages: 0 removed, 2 remain, 2 scanned (100.00% of total)
+            ...
+            system usage: CPU: user: 0.00 s, system: 0.00 s, elapsed: 0.00 s
+    LOG:  automatic analyze of table "shop.public.vac"
+            ...
+            system usage: CPU: user: 0.00 s, system: 0.00 s, elapsed: 0.00 s
+
+(also "automatic aggressive vacuum ..." and "... vacuum to prevent wraparound ..."). Redaction
+keeps these messages whole: they are built from server facts only. The subject is the table as
+the line names it, "database.schema.table"; the value the run's elapsed seconds.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar, Final
+
+from forwarder.insights.model import Evidence, FindingDraft, Fix, Observation, SqlPart, SubjectHistory
+from forwarder.insights.rules import common as C
+from forwarder.insights.rules import register
+from forwarder.model import Kind
+
+# A run of a minute holds back cleanup of the other tables of that worker and competes with the
+# workload for I/O (autovacuum_vacuum_cost_limit throttles it, so long runs mean a big table
+# vacuumed in one go: vacuum it in smaller, more frequent steps).
+LONG_RUN_SECONDS: Final = 60.0
+# With the default naptime (1 min) a table can be processed at most about once a minute; ten runs
+# an hour means its thresholds are reached almost all the time (a queue table, a hot counter).
+REPEATED_RUNS: Final = 10
+LOOKBACK_SECONDS: Final = 3600
+CRITICAL_RUN_SECONDS: Final = 3600.0
+
+# vacuumlazy.c / analyze.c first lines; the name is "%s.%s.%s" (database, schema, relation) in quotes.
+_RUN: Final = re.compile(
+    r'automatic (?:(?:aggressive )?vacuum (?:to prevent wraparound )?|(analyze) )of table "([^"\n]{1,300})"'
+)
+_ELAPSED: Final = re.compile(r"elapsed: (\d+(?:\.\d+)?) s")
+# The fix's per-table settings: vacuum after 2% of the rows changed instead of 20% (a big table is
+# then vacuumed in smaller steps), with a cost limit that lets each run finish sooner.
+SCALE_FACTOR: Final = "0.02"
+COST_LIMIT: Final = "1000"
+
+
+def split_table(name: str) -> tuple[str, str, str] | None:
+    """("db", "schema", "table") of the `database.schema.table` an autovacuum line names.
+
+    PostgreSQL prints the three names unquoted, joined by dots; a name with a dot in it is
+    ambiguous and gives None (no SQL is made from a guess).
+    """
+    parts = name.split(".")
+    return (parts[0], parts[1], parts[2]) if len(parts) == 3 and all(parts) else None
+
+
+class Autovacuum:
+    """Long or repeated autovacuum runs, by table."""
+
+    name: ClassVar[str] = "autovacuum"
+    kinds: ClassVar[frozenset[Kind]] = frozenset({"autovacuum"})
+    lookback_seconds: ClassVar[int] = LOOKBACK_SECONDS
+
+    def observe(self, line_id: int, doc: Mapping[str, Any]) -> Iterable[Observation]:
+        message = C.text(doc, "message")
+        m = _RUN.match(message)
+        if m is None:
+            return ()
+        elapsed = _ELAPSED.search(message)
+        seconds = float(elapsed.group(1)) if elapsed is not None else 0.0
+        sample: dict[str, str | int | float] = {"run": "analyze" if m.group(1) else "vacuum", "seconds": seconds}
+        return (Observation(self.name, m.group(2), line_id, C.time_us(doc), seconds, sample),)
+
+    def evaluate(self, history: SubjectHistory) -> FindingDraft | None:
+        from_us, runs, total, longest = C.window(history, LOOKBACK_SECONDS)
+        if runs == 0 or (longest < LONG_RUN_SECONDS and runs < REPEATED_RUNS):
+            return None
+        table = history.subject
+        lines = [
+            f"**{C.plural(runs, 'autovacuum run')}** (vacuum or analyze) on {C.code(table)} in the last"
+            f" hour, **{total:.0f} s** in all, the longest **{longest:.0f} s**.",
+            "",
+        ]
+        if runs >= REPEATED_RUNS:
+            lines.append("The table reaches its autovacuum thresholds again and again.")
+        if longest >= LONG_RUN_SECONDS:
+            lines.append("Runs take long: each has much to clean at once.")
+        lines.append(
+            f"Per-table settings (autovacuum_vacuum_scale_factor = {SCALE_FACTOR},"
+            f" autovacuum_vacuum_cost_limit = {COST_LIMIT}) make vacuum start earlier, in smaller steps,"
+            " and finish sooner."
+        )
+        fixes: tuple[Fix, ...] = ()
+        if (parts := split_table(table)) is not None:
+            db, schema, rel = parts
+            fixes = (
+                Fix(
+                    fix_id="table-autovacuum",
+                    label=f"Vacuum {schema}.{rel} earlier and faster (per-table autovacuum settings)",
+                    statement=(
+                        SqlPart(text="ALTER TABLE "),
+                        SqlPart(identifier=schema),
+                        SqlPart(text="."),
+                        SqlPart(identifier=rel),
+                        SqlPart(
+                            text=f" SET (autovacuum_vacuum_scale_factor = {SCALE_FACTOR},"
+                            f" autovacuum_vacuum_cost_limit = {COST_LIMIT})"
+                        ),
+                    ),
+                    risk="low",
+                    applies_to=f"table {schema}.{rel} in database {db}",
+                ),
+            )
+        return FindingDraft(
+            severity="critical" if longest >= CRITICAL_RUN_SECONDS else "warning",
+            title=f"Autovacuum {'runs long' if longest >= LONG_RUN_SECONDS else 'runs again and again'} on {table}",
+            summary="\n".join(lines),
+            evidence=Evidence(
+                window_from_us=C.first_seen_us(history, from_us),
+                window_to_us=history.now_us,
+                count=runs,
+                line_ids=history.line_ids,
+                facts={
+                    "runs": runs,
+                    "total_seconds": round(total, 2),
+                    "longest_seconds": round(longest, 2),
+                    "table": table,
+                },
+            ),
+            fixes=fixes,
+        )
+
+
+RULE: Final = register(Autovacuum())
