@@ -12,6 +12,7 @@ from forwarder.config import Config, DatabaseConfig
 from forwarder.store import DatabaseSettings, Identity, Store
 from forwarder.store.destinations import DeliveryState, Destination
 from forwarder.usecases.destinations import Delivery
+from forwarder.usecases.fixes import Findings
 
 
 class SourceView(Protocol):
@@ -60,6 +61,7 @@ class ApiContext:
     databases: Databases
     clock: Clock
     destinations: Destinations | None = None
+    findings: Findings | None = None
     ready: bool = False
 
 

@@ -50,7 +50,7 @@ def test_render_joins_the_text_of_the_definition_with_quoted_values() -> None:
         SqlPart(literal="64MB"),
     )
 
-    assert render(parts) == "ALTER ROLE \"app\"\"user\" SET work_mem = '64MB'"
+    assert render(parts) == 'ALTER ROLE "app""user" SET work_mem = \'64MB\''
 
 
 @pytest.mark.parametrize(
