@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
@@ -291,7 +292,9 @@ async def _server_errors() -> AsyncIterator[None]:
     except TimeoutError:
         raise ServerError("the server did not answer in time") from None
     except OSError as exc:
-        raise ServerError(f"cannot connect to the server: {exc.strerror or type(exc).__name__}") from None
+        # The errno's own words: asyncpg's text of it names the address dialled.
+        reason = os.strerror(exc.errno) if exc.errno else type(exc).__name__
+        raise ServerError(f"cannot connect to the server: {reason}") from None
     except asyncpg.InterfaceError as exc:
         raise ServerError(f"the connection failed: {type(exc).__name__}") from None
 
