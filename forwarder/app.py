@@ -135,6 +135,7 @@ class Daemon:
             clock=self.clock,
             destinations=self.delivery,
             insights=self.insights,
+            findings=self.insights,
         )
         self.api = ApiServer(self._ctx)
         await self.api.start()

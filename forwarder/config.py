@@ -12,6 +12,7 @@ import re
 import socket
 import tomllib
 import unicodedata
+import urllib.parse
 import zoneinfo
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -169,6 +170,56 @@ class LogSourceConfig(_Section):
         return value
 
 
+class DatabaseConnectionConfig(_Section):
+    """How the daemon connects to the monitored server itself, to apply fixes of its findings.
+
+    Operators only: the API can neither see nor change it. The password comes from the environment
+    or a file, never from the TOML itself, so the config can be shared and committed.
+    """
+
+    dsn: str = Field(
+        description="A libpq connection URI without a password, e.g. "
+        "postgresql://forwarder@127.0.0.1:5432/postgres?sslmode=require.",
+    )
+    password_env: str | None = Field(None, description="Environment variable holding the password.")
+    password_file: Path | None = Field(None, description="File holding the password (trailing newline ignored).")
+    connect_timeout_seconds: float = Field(10.0, gt=0, le=300, description="Give up connecting after this long.")
+    statement_timeout_seconds: float = Field(
+        30.0, gt=0, le=3600, description="PostgreSQL's statement_timeout for every statement the daemon runs."
+    )
+    allow_fixes: bool = Field(
+        False,
+        description="Let a read-write API key apply a finding's fix through this connection (ALTER SYSTEM and the "
+        "like: the role needs the privileges). Off: the API answers with the SQL to run by hand.",
+    )
+
+    @field_validator("dsn")
+    @classmethod
+    def _dsn_shape(cls, value: str) -> str:
+        # Never echo the value: it may hold the very password refused here.
+        url = urllib.parse.urlsplit(value)
+        if url.scheme not in ("postgresql", "postgres"):
+            raise ValueError("must be a connection URI starting with postgresql://")
+        try:
+            query = urllib.parse.parse_qs(url.query, strict_parsing=True) if url.query else {}
+        except ValueError:
+            raise ValueError("its query part is not key=value pairs joined by &") from None
+        if url.password is not None or {"password", "sslpassword"} & set(query):
+            raise ValueError("must not hold a password; give password_env or password_file instead")
+        return value
+
+    @model_validator(mode="after")
+    def _one_password_source(self) -> DatabaseConnectionConfig:
+        if self.password_env is not None and self.password_file is not None:
+            raise ValueError("give password_env or password_file, not both")
+        return self
+
+    def read_password(self) -> str | None:
+        """The password from its source (None when it has none: trust, peer or certificate login);
+        ValueError naming the source, never the value, if it cannot be read."""
+        return _read_secret(self.password_env, self.password_file)
+
+
 class DatabaseConfig(_Section):
     """One monitored PostgreSQL server (a database of the API: `database_id`, `database_name`, `{ref}`)."""
 
@@ -178,6 +229,9 @@ class DatabaseConfig(_Section):
     enabled: bool = Field(True, description="Initial setting: read this database's log.")
     full_text: bool = Field(False, description="Initial setting: keep values in lines (no redaction).")
     log: LogSourceConfig
+    connection: DatabaseConnectionConfig | None = Field(
+        None, description="A connection to the server for applying fixes ([databases.connection]); none by default."
+    )
 
     _id_shape = field_validator("id")(_check_id)
 
@@ -261,23 +315,28 @@ class DestinationConfig(_Section):
 
     def read_secret(self) -> str | None:
         """The credential from its source; ValueError (naming the source, never the value) if unreadable."""
-        if self.secret_env is not None:
-            value = os.environ.get(self.secret_env)
-            if not value:
-                raise ValueError(f"environment variable {self.secret_env} is not set")
-            return value
-        if self.secret_file is not None:
-            try:
-                text = self.secret_file.read_text().rstrip("\r\n")
-            except OSError as exc:
-                raise ValueError(f"cannot read {self.secret_file}: {exc.strerror}") from None
-            if not text:
-                raise ValueError(f"{self.secret_file} is empty")
-            return text
-        return None
+        return _read_secret(self.secret_env, self.secret_file)
 
     def display_name(self) -> str:
         return self.name or self.id
+
+
+def _read_secret(env: str | None, path: Path | None) -> str | None:
+    """A credential from an environment variable or a file; ValueError naming the source, never the value."""
+    if env is not None:
+        value = os.environ.get(env)
+        if not value:
+            raise ValueError(f"environment variable {env} is not set")
+        return value
+    if path is not None:
+        try:
+            text = path.read_text().rstrip("\r\n")
+        except OSError as exc:
+            raise ValueError(f"cannot read {path}: {exc.strerror}") from None
+        if not text:
+            raise ValueError(f"{path} is empty")
+        return text
+    return None
 
 
 class Config(BaseSettings):
@@ -368,6 +427,13 @@ def config_from_dict(data: dict[str, Any], *, read_secrets: bool = True) -> Conf
     problems: list[str] = []
     for i, dest in enumerate(config.destinations):
         problems += _destination_problems(i, dest, read_secrets)
+    for i, db in enumerate(config.databases):
+        if read_secrets and db.connection is not None:
+            try:
+                db.connection.read_password()
+            except ValueError as exc:
+                field = "password_env" if db.connection.password_env is not None else "password_file"
+                problems.append(f"databases[{i}].connection.{field}: {exc}")
     if problems:
         raise ConfigError(problems)
     return config

@@ -13,6 +13,7 @@ from forwarder.insights.engine import Insights
 from forwarder.store import DatabaseSettings, Identity, Store
 from forwarder.store.destinations import DeliveryState, Destination
 from forwarder.usecases.destinations import Delivery
+from forwarder.usecases.fixes import Findings
 
 
 class SourceView(Protocol):
@@ -62,6 +63,7 @@ class ApiContext:
     clock: Clock
     destinations: Destinations | None = None
     insights: Insights | None = None  # None when [insights] is off
+    findings: Findings | None = None
     ready: bool = False
 
 

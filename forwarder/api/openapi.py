@@ -26,6 +26,7 @@ from forwarder.api.destinations import (
     TestResult,
 )
 from forwarder.api.errors import Error
+from forwarder.api.fixes import FixApplied, FixBody, FixNotApplied
 from forwarder.api.insights import (
     FindingList,
     FindingsQuery,
@@ -60,9 +61,10 @@ ERROR_TEXTS: Final = {
     400: "A parameter or the body is invalid; `error.field` names it.",
     401: "No key, or an unknown or revoked key.",
     403: "A read-only key on a write.",
-    404: "No database or destination with that id (or name).",
+    404: "No database, destination, finding or fix with that id (or name).",
     409: "The destination is declared in the config file (`managed_by: config`); change it there.",
     415: "The body is not JSON.",
+    502: "The database's server could not be reached or refused the fix; `error.message` says why.",
     503: "Delivery is not running, or insights are turned off (`[insights] enabled = false`).",
 }
 
@@ -267,6 +269,16 @@ def operations() -> list[Operation]:
             "post", "/v1/log-destinations/{id}/test", "testLogDestination",
             'Send one line marked as a test (id "0"); answers within 20 s',
             {200: (TestResult, "Whether the destination accepted it, and its error if not.")}, (401, 403, 404, 503),
+        ),
+        Operation(
+            "post", "/v1/databases/{ref}/fixes", "applyFix",
+            "Apply a finding's fix through the database's configured connection",
+            {
+                200: (FixApplied, "The fix ran: its SQL and the setting before and after."),
+                409: (FixNotApplied, "Not applied (no connection, fixes not allowed, needs a restart, done by hand):"
+                      " the SQL to run by hand."),
+            },
+            (400, 401, 403, 404, 415, 502), body=FixBody,
         ),
         Operation(
             "get", "/v1/openapi.json", "openapi", "This document", {200: (None, "The OpenAPI document.")}, public=True,

@@ -341,6 +341,15 @@ class Store:
         now_us = self._now_us()
         return await self._write(lambda c: S.create_key(c, name, role, now_us))
 
+    async def audit(
+        self, *, org: str, actor: str, action: str, target: str | None, details: dict[str, object] | None
+    ) -> None:
+        """Record an operation done outside the store (a fix applied to a server); `details` never holds a secret."""
+        now_us = self._now_us()
+        await self._write(
+            lambda c: S.audit(c, now_us, org=org, actor=actor, action=action, target=target, details=details)
+        )
+
     async def audit_records(self, limit: int = 100) -> list[dict[str, object]]:
         return await self._read(lambda c: S.audit_records(c, limit))
 

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from tests.unit.api.conftest import Api
+from tests.unit.api.findings import FINDING, OneFinding
 
 
 @pytest.fixture
@@ -63,6 +64,31 @@ async def test_destination_route_answers_by_role(
     }[role]
     expected = {"none": 401, "unknown": 401, "read-only": ok if method == "GET" else 403, "read-write": ok}[role]
     async with api.session.request(method, api.url(path.format(id=dest_id)), json=body, headers=headers) as resp:
+        assert resp.status == expected, await resp.text()
+
+
+# The routes on findings, with one finding in place; `ok` is what a key allowed to call them gets.
+FINDING_ROUTES = [
+    # Without [databases.connection] a fix is answered with its SQL to run by hand.
+    ("POST", "/v1/databases/main/fixes", {"finding_id": FINDING.id, "fix_id": "raise_max_wal_size"}, 409),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body", "ok"), FINDING_ROUTES)
+@pytest.mark.parametrize("role", list(EXPECTED))
+async def test_finding_route_answers_by_role(
+    api: Api, method: str, path: str, body: object, ok: int, role: str
+) -> None:
+    assert api.daemon._ctx is not None
+    api.daemon._ctx.findings = OneFinding()
+    headers = {
+        "none": {},
+        "unknown": api.auth("fwd_000000000000_not-a-real-key"),
+        "read-only": api.auth(api.read_only),
+        "read-write": api.auth(api.read_write),
+    }[role]
+    expected = {"none": 401, "unknown": 401, "read-only": ok if method == "GET" else 403, "read-write": ok}[role]
+    async with api.session.request(method, api.url(path), json=body, headers=headers) as resp:
         assert resp.status == expected, await resp.text()
 
 
