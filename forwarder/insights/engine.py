@@ -12,6 +12,10 @@
   query regressions of the queries seen since, and forget aggregates past retention.
 ```
 
+While lines arrive in bulk (a backlog being stored), insights take at most BUSY_SHARE of the
+time and catch up afterwards: reading, storing and delivering come first (the full-text index
+yields the same way). Otherwise each batch follows the head at once.
+
 The cursor (kv `insights_cursor`) is written in the same transaction as the sums it accounts
 for, so a crash neither loses nor double-counts a line. Nothing ever rescans old lines: each line
 is read once, just behind the head; what rules need later is in the minute tables.
@@ -45,33 +49,20 @@ log = logging.getLogger(__name__)
 CURSOR_KEY: Final = "insights_cursor"
 SCAN_IDS: Final = 20_000  # line ids looked at per batch (the lines of other kinds are skipped in SQL)
 SWEEP_SECONDS: Final = 60.0
+BUSY_SHARE: Final = 0.2  # of the time insights may take while lines arrive in bulk
 RETRY_SECONDS: Final = 5.0
 # Lines of these kinds are read besides the rules' own: calls (slow_query) and errors of queries.
 QUERY_KINDS: Final = frozenset({"slow_query", "error", "deadlock"})
 
 
-@dataclass(frozen=True, slots=True)
-class _Row:
-    id: int
-    db: int
-    time_us: int
-    kind: str
-    fingerprint: str | None
-    doc: bytes
-
-
 @dataclass(slots=True)
 class _Batch:
-    rows: list[_Row]
-    upto: int  # the cursor once these rows are accounted for
+    """One batch's sums, ready to be written with the cursor."""
 
-
-@dataclass(slots=True)
-class Touched:
-    """What a batch changed: subjects to evaluate (with their newest time) and queries."""
-
-    subjects: dict[F.SubjectKey, int] = field(default_factory=dict)
-    queries: set[Q.QueryKey] = field(default_factory=set)
+    upto: int  # the cursor once the batch is accounted for
+    queries: Q.QueryFold = field(default_factory=Q.QueryFold)
+    observations: F.ObservationFold = field(default_factory=F.ObservationFold)
+    touched: dict[F.SubjectKey, int] = field(default_factory=dict)  # subject -> its newest observation
 
 
 class Insights:
@@ -104,9 +95,17 @@ class Insights:
         """Follow the store until cancelled; sweep every SWEEP_SECONDS of the clock."""
         self.cursor = await self._store.read(_cursor)
         next_sweep = self._clock.monotonic()
+        loop = asyncio.get_running_loop()
         while True:
             try:
+                started = loop.time()
                 if await self.step():
+                    if self._store.appending():
+                        # Lines arrive in bulk (a backlog): reading, storing and delivering them come
+                        # first. Insights take at most BUSY_SHARE of the time meanwhile and catch up
+                        # once the burst is stored. A CPU share, not time logic: the real clock.
+                        spent = loop.time() - started
+                        await asyncio.sleep(spent * (1 - BUSY_SHARE) / BUSY_SHARE)
                     continue
                 if self._clock.monotonic() >= next_sweep:
                     await self.sweep()
@@ -137,50 +136,48 @@ class Insights:
         head = self._store.head_id
         if head <= self.cursor:
             return False
-        batch = await self._store.read(lambda c: self._next(c, self.cursor, min(head, self.cursor + SCAN_IDS)))
-        qfold = Q.QueryFold()
-        ofold = F.ObservationFold()
-        touched = Touched()
-        for row in batch.rows:
-            doc = orjson.loads(row.doc)
-            if row.kind in QUERY_KINDS:
-                qfold.add(row.db, row.id, row.time_us, row.fingerprint, doc)
-            for rule in self._by_kind[row.kind]:
-                try:
-                    observed = list(rule.observe(row.id, doc))
-                except Exception as exc:  # one rule's bug costs its observation of this line, nothing more
-                    self._failures.failure(f"rule {rule.name} failed on line {row.id}", exc)
-                    continue
-                for obs in observed:
-                    ofold.add(row.db, obs)
-                    key = (row.db, obs.rule, obs.subject)
-                    touched.subjects[key] = max(touched.subjects.get(key, 0), obs.time_us)
-        touched.queries = set(qfold.seen)
+        # Read and fold on a reader thread: the event loop (the API, delivery) never waits for a
+        # batch's rules to run.
+        batch = await self._store.read(lambda c: self._fold(c, self.cursor, min(head, self.cursor + SCAN_IDS)))
         upto = batch.upto
 
         def _txn(c: sqlite3.Connection) -> None:
-            Q.apply(c, qfold)
-            F.apply(c, ofold)
+            Q.apply(c, batch.queries)
+            F.apply(c, batch.observations)
             c.execute("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", (CURSOR_KEY, upto))
 
         await self._store.write(_txn)
         self.cursor = upto
-        self._pending_queries |= touched.queries
-        if touched.subjects:
-            await self._evaluate(touched.subjects)
+        self._pending_queries |= batch.queries.seen.keys()
+        if batch.touched:
+            await self._evaluate(batch.touched)
         return True
 
-    def _next(self, c: sqlite3.Connection, after: int, upto: int) -> _Batch:
+    def _fold(self, c: sqlite3.Connection, after: int, upto: int) -> _Batch:
+        """The sums of the lines with ids in (after, upto] of the kinds wanted."""
         marks = ",".join("?" * len(self._kind_codes))
-        rows = [
-            _Row(i, db, t, KINDS[k], fp, doc)
-            for i, db, t, k, fp, doc in c.execute(
-                f"SELECT id, db, time_us, kind, fingerprint, doc FROM lines"
-                f" WHERE id > ? AND id <= ? AND kind IN ({marks}) ORDER BY id",
-                (after, upto, *self._kind_codes),
-            )
-        ]
-        return _Batch(rows, upto)
+        batch = _Batch(upto)
+        touched = batch.touched
+        for line_id, db, time_us, code, fingerprint, raw in c.execute(
+            f"SELECT id, db, time_us, kind, fingerprint, doc FROM lines"
+            f" WHERE id > ? AND id <= ? AND kind IN ({marks}) ORDER BY id",
+            (after, upto, *self._kind_codes),
+        ):
+            kind = KINDS[code]
+            doc = orjson.loads(raw)
+            if kind in QUERY_KINDS:
+                batch.queries.add(db, line_id, time_us, fingerprint, doc)
+            for rule in self._by_kind[kind]:
+                try:
+                    observed = list(rule.observe(line_id, doc))
+                except Exception as exc:  # one rule's bug costs its observation of this line, nothing more
+                    self._failures.failure(f"rule {rule.name} failed on line {line_id}", exc)
+                    continue
+                for obs in observed:
+                    batch.observations.add(db, obs)
+                    key = (db, obs.rule, obs.subject)
+                    touched[key] = max(touched.get(key, 0), obs.time_us)
+        return batch
 
     async def _evaluate(self, subjects: Mapping[F.SubjectKey, int], now_us: int | None = None) -> None:
         """Evaluate each subject at its newest observation (or at `now_us`: a sweep) and save."""

@@ -442,6 +442,11 @@ class Store:
     def clock(self) -> Clock:
         return self._clock
 
+    def appending(self) -> bool:
+        """Whether lines are arriving in bulk (an append within FTS_QUIET_SECONDS): background
+        work (the full-text index, insights) then yields to the append path."""
+        return asyncio.get_running_loop().time() - self._last_append < FTS_QUIET_SECONDS
+
     # --- background work ----------------------------------------------------------------------
 
     async def index_once(self, batch: int = 2000) -> int:
