@@ -45,6 +45,11 @@ RESTART_SECTIONS = ("server", "store", "security", "ingest", "insights")
 READER_STOP_SECONDS = 30.0  # a reader stops between chunks of 1 MiB; only a stuck store takes this long
 
 
+def _reading_part(db: DatabaseConfig) -> DatabaseConfig:
+    """What a database's reader depends on: everything but the connection used for fixes."""
+    return db.model_copy(update={"connection": None})
+
+
 class StartupFailed(Exception):
     """The daemon could not start (exit code 3); the message says why, never a secret."""
 
@@ -257,6 +262,11 @@ class Daemon:
     async def _apply_databases(self, old: Config, new: Config) -> None:
         before = {db.id: db for db in old.databases}
         after = {db.id: db for db in new.databases}
+        for db_id, db in after.items():
+            # Only the fix connection changed: the reader keeps reading, the new one is used from now.
+            if (was := before.get(db_id)) is not None and was != db and _reading_part(was) == _reading_part(db):
+                self.registry.by_id[db_id].config = db
+                before[db_id] = db
         for db_id, db in before.items():
             if after.get(db_id) != db:
                 await self._stop_database(db_id)

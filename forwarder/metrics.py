@@ -80,6 +80,17 @@ STORE_WRITABLE: Final = Gauge(
     "1 while the store's last write succeeded, 0 while it cannot write (disk full, I/O error).",
     registry=REGISTRY,
 )
+INSIGHTS_LAG: Final = Gauge(
+    "forwarder_insights_lag_lines",
+    "Stored lines the insights (queries, findings) have not accounted for yet; grows while a backlog is stored.",
+    registry=REGISTRY,
+)
+FINDINGS_OPEN: Final = Gauge(
+    "forwarder_findings_open",
+    "Open findings, by database and severity (set at each insights sweep, every 60 s).",
+    ("database_id", "severity"),
+    registry=REGISTRY,
+)
 STORE_WRITE_FAILURES: Final = Counter(
     "forwarder_store_write_failures",
     "Store writes that failed, by reason (disk_full: no space on the store's filesystem; other).",
@@ -200,6 +211,7 @@ def forget_database(database_id: str) -> None:
     for metric in (INGEST_BYTES, INGEST_PARSE_FAILURES, INGEST_TRUNCATED, SOURCE_UP, LAST_READ):
         with contextlib.suppress(KeyError):
             metric.remove(database_id)
-    for labels in list(INGEST_LINES._metrics):
-        if labels[0] == database_id:
-            INGEST_LINES.remove(*labels)
+    for labelled in (INGEST_LINES, FINDINGS_OPEN):
+        for labels in list(labelled._metrics):
+            if labels[0] == database_id:
+                labelled.remove(*labels)

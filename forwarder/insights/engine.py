@@ -33,6 +33,7 @@ from typing import Final
 
 import orjson
 
+from forwarder import metrics
 from forwarder.clock import Clock, with_timeout
 from forwarder.insights import findings as F
 from forwarder.insights import queries as Q
@@ -148,6 +149,7 @@ class Insights:
 
         await self._store.write(_txn)
         self.cursor = upto
+        metrics.INSIGHTS_LAG.set(max(0, self._store.head_id - upto))
         self._pending_queries |= batch.queries.seen.keys()
         if batch.touched:
             await self._evaluate(batch.touched)
@@ -233,6 +235,13 @@ class Insights:
             c.execute("DELETE FROM insight_observations WHERE start_us < ?", (cutoff,))
 
         await self._store.write(_txn)
+        await self._count_open()
+
+    async def _count_open(self) -> None:
+        counts = await self._store.read(F.open_counts)
+        for database_id in set(self._db_ids.values()) | {d for d, _ in counts}:
+            for severity in ("info", "warning", "critical"):
+                metrics.FINDINGS_OPEN.labels(database_id, severity).set(counts.get((database_id, severity), 0))
 
     async def _known_databases(self, codes: set[int]) -> None:
         if codes - self._db_ids.keys():

@@ -213,6 +213,15 @@ def open_subjects(conn: sqlite3.Connection) -> list[tuple[int, str, str]]:
     ]
 
 
+def open_counts(conn: sqlite3.Connection) -> dict[tuple[str, str], int]:
+    """Open findings by (database id, severity)."""
+    rows = conn.execute(
+        "SELECT d.id, f.severity, count(*) FROM insight_findings f JOIN databases d ON d.code = f.db"
+        " WHERE f.status = 'open' GROUP BY d.id, f.severity"
+    )
+    return {(database_id, severity): n for database_id, severity, n in rows}
+
+
 def _finding(row: tuple[Any, ...]) -> Finding:
     fid, database_id, rule, subject, severity, title, summary, evidence, fixes, first_us, last_us, status, res = row
     return Finding(

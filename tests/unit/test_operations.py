@@ -272,6 +272,22 @@ async def test_reload_adds_changes_and_removes_only_what_changed(env: Env, tmp_p
         await other.aclose()
 
 
+async def test_reload_that_changes_only_the_fix_connection_keeps_the_reader(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPS_TEST_PG_PASSWORD", "pw")
+    connection = '[databases.connection]\ndsn = "postgresql://fixer@127.0.0.1:5432/postgres"\n'
+    connection += 'password_env = "OPS_TEST_PG_PASSWORD"\n'
+    env.write(databases=connection)
+    daemon = await env.start()
+    reader_task = daemon.registry.by_id["main"].task
+    env.write(databases=connection + "allow_fixes = true\n")
+    assert await daemon.reload() is True
+    found = daemon.registry.by_id["main"]
+    assert found.task is reader_task  # still the same reader
+    assert found.config.connection is not None and found.config.connection.allow_fixes is True
+
+
 async def test_stop_lets_the_request_in_flight_finish_and_records_it(env: Env) -> None:
     release = asyncio.Event()
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from forwarder import metrics
 from tests.unit.api.conftest import T0_S, Api
 from tests.unit.api.test_insights_queries import get, store
 from tests.unit.insights.logtext import stamp
@@ -59,6 +60,12 @@ async def test_a_burst_of_failed_logins_is_an_open_finding_whose_evidence_is_sto
     assert status == 200 and one == finding
     _, resolved = await get(api, "/v1/databases/main/findings", status="resolved")
     assert resolved["findings"] == []
+    # The sweep counts open findings for Prometheus.
+    assert api.daemon.insights is not None
+    await api.daemon.insights.sweep()
+    labels = {"database_id": "main", "severity": finding["severity"]}
+    assert metrics.REGISTRY.get_sample_value("forwarder_findings_open", labels) == len(body["findings"])
+    assert metrics.REGISTRY.get_sample_value("forwarder_insights_lag_lines") == 0
 
 
 async def test_a_few_failed_logins_are_no_finding(api: Api) -> None:
