@@ -320,22 +320,30 @@ class Daemon:
                 self.proc.wait(10)
 
 
-def insights_caught_up(store: Path, t0: float, timeout: float) -> float | None:
+def insights_caught_up(store: Path, t0: float, timeout: float, absent_after: float = 30) -> float | str:
     """Seconds from t0 until the insights engine's cursor (kv `insights_cursor`) reached the store's
-    newest line, read through a read-only connection; None when it did not within `timeout`."""
-    deadline = time.monotonic() + timeout
+    newest line, read through a read-only connection; or why not: no cursor at all within
+    `absent_after` seconds (no engine ran), or not there within `timeout`."""
+    start = time.monotonic()
     db = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=10)
+    cursor = head = 0
     try:
-        while time.monotonic() < deadline:
+        while True:
             try:
                 head = db.execute("SELECT max(id) FROM lines").fetchone()[0] or 0
                 row = db.execute("SELECT value FROM kv WHERE key = 'insights_cursor'").fetchone()
-            except sqlite3.OperationalError:  # busy, or a store without the table yet
-                row, head = None, 1
-            if row is not None and int(row[0]) >= head:
-                return time.monotonic() - t0
+            except sqlite3.OperationalError:  # busy: look again
+                row = None
+            if row is not None:
+                cursor = int(row[0])
+                if cursor >= head:
+                    return time.monotonic() - t0
+            waited = time.monotonic() - start
+            if row is None and waited > absent_after:
+                return f"no insights cursor after {absent_after:.0f} s"
+            if waited > timeout:
+                return f"cursor at line {cursor} of {head} after {timeout:.0f} s"
             time.sleep(0.2)
-        return None
     finally:
         db.close()
 
@@ -467,7 +475,7 @@ def run_backlog(
         if insights:
             # The engine follows the store like a destination: its rate is the time until it caught up too.
             caught = insights_caught_up(work / "fwd" / "store.db", t0, max(60.0, a.timeout - wall))
-            result["insights_caught_up_s"] = round(caught, 2) if caught is not None else None
+            result["insights_caught_up_s"] = round(caught, 2) if isinstance(caught, float) else caught
         dest = daemon.request("GET", f"/v1/log-destinations/{dest_id}")
         result["daemon_sent_lines"] = dest["delivery"]["sent_lines"]
         result["store_mb"] = round(sum(p.stat().st_size for p in (work / "fwd").glob("store.db*")) / 2**20)
@@ -698,7 +706,7 @@ def table(res: dict[str, Any]) -> str:
         rows.append(
             (
                 "insights caught up with the backlog, s after the file appeared",
-                "never (within the timeout)" if caught is None else f"{caught}",
+                f"{caught}",
                 "",
             )
         )
