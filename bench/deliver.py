@@ -17,6 +17,9 @@ steady   Appends entries of the generator's mix at --rate physical lines/s for -
          same file in the same run, into the shared counting receiver; prints our rate / theirs.
          syslog-ng is unpacked under $PEER_BENCH_DIR (apt-get download + dpkg -x, so it does not
          replace the rsyslog package the tests need); when that fails the peers are skipped.
+--insights  on | off | both: the daemon's `[insights] enabled`. `both` runs the backlog twice in
+         the same run, first with insights off, then on (each a fresh daemon and store), and prints
+         both rates and on / off (target >= 0.90); the steady phase then runs with insights on.
 --profile  samples the daemon with py-spy during the backlog (`.venv/bin/pip install py-spy`) and
          prints the top functions by own and inclusive time and the share of each stage. Sampling
          slows the daemon: the rate of a profiled run is not the figure to report.
@@ -24,6 +27,7 @@ steady   Appends entries of the generator's mix at --rate physical lines/s for -
     .venv/bin/python bench/deliver.py                   # backlog + steady
     .venv/bin/python bench/deliver.py --peers
     .venv/bin/python bench/deliver.py --only backlog --profile
+    .venv/bin/python bench/deliver.py --only backlog --insights both
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import re
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -57,7 +62,7 @@ PEER_DIR = Path(os.environ.get("PEER_BENCH_DIR", "/tmp/peer-bench"))
 PREFIX = "%m [%p] %q%u@%d/%a "
 PY = sys.executable
 TICK = os.sysconf("SC_CLK_TCK")
-TARGETS = {"backlog_lines_per_s": 50_000, "p99_ms": 1000, "peak_rss_mb": 200}
+TARGETS = {"backlog_lines_per_s": 50_000, "p99_ms": 1000, "peak_rss_mb": 200, "insights_on_off": 0.90}
 
 
 def log(msg: str) -> None:
@@ -224,7 +229,7 @@ class Receiver:
 class Daemon:
     """`forwarder run` with a config of its own under `root`."""
 
-    def __init__(self, root: Path, log_glob: str, poll: float) -> None:
+    def __init__(self, root: Path, log_glob: str, poll: float, insights: bool) -> None:
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
@@ -242,6 +247,8 @@ class Daemon:
                     "[security]",
                     f'secrets_key_file = "{root / "secrets.key"}"',
                     'allowed_destination_networks = ["127.0.0.0/8"]',
+                    "[insights]",
+                    f"enabled = {'true' if insights else 'false'}",
                     "[[databases]]",
                     'id = "bench"',
                     'name = "bench"',
@@ -311,6 +318,34 @@ class Daemon:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+
+
+def insights_caught_up(store: Path, t0: float, timeout: float, absent_after: float = 30) -> float | str:
+    """Seconds from t0 until the insights engine's cursor (kv `insights_cursor`) reached the store's
+    newest line, read through a read-only connection; or why not: no cursor at all within
+    `absent_after` seconds (no engine ran), or not there within `timeout`."""
+    start = time.monotonic()
+    db = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=10)
+    cursor = head = 0
+    try:
+        while True:
+            try:
+                head = db.execute("SELECT max(id) FROM lines").fetchone()[0] or 0
+                row = db.execute("SELECT value FROM kv WHERE key = 'insights_cursor'").fetchone()
+            except sqlite3.OperationalError:  # busy: look again
+                row = None
+            if row is not None:
+                cursor = int(row[0])
+                if cursor >= head:
+                    return time.monotonic() - t0
+            waited = time.monotonic() - start
+            if row is None and waited > absent_after:
+                return f"no insights cursor after {absent_after:.0f} s"
+            if waited > timeout:
+                return f"cursor at line {cursor} of {head} after {timeout:.0f} s"
+            time.sleep(0.2)
+    finally:
+        db.close()
 
 
 # --- profile ----------------------------------------------------------------------------------
@@ -393,12 +428,15 @@ def analyse_profile(path: Path, top: int = 25) -> str:
 # --- phases -----------------------------------------------------------------------------------
 
 
-def run_backlog(a: argparse.Namespace, work: Path, src: Path, lines: int, entries: int) -> dict[str, Any]:
+def run_backlog(
+    a: argparse.Namespace, work: Path, src: Path, lines: int, entries: int, *, insights: bool, steady: bool
+) -> dict[str, Any]:
+    """One backlog run with a fresh daemon and store; then the steady phase on it when `steady`."""
     logs = work / "logs"
     logs.mkdir(parents=True)
-    daemon = Daemon(work / "fwd", str(logs / "*.log"), a.poll)
+    daemon = Daemon(work / "fwd", str(logs / "*.log"), a.poll, insights)
     recv = Receiver()
-    result: dict[str, Any] = {"lines": lines, "entries": entries}
+    result: dict[str, Any] = {"lines": lines, "entries": entries, "insights": insights}
     prof = None
     try:
         result["startup_s"] = round(daemon.start(), 2)
@@ -434,6 +472,10 @@ def run_backlog(a: argparse.Namespace, work: Path, src: Path, lines: int, entrie
             peak_rss_mb=round(hwm, 1),
             rss_mb=round(rss, 1),
         )
+        if insights:
+            # The engine follows the store like a destination: its rate is the time until it caught up too.
+            caught = insights_caught_up(work / "fwd" / "store.db", t0, max(60.0, a.timeout - wall))
+            result["insights_caught_up_s"] = round(caught, 2) if isinstance(caught, float) else caught
         dest = daemon.request("GET", f"/v1/log-destinations/{dest_id}")
         result["daemon_sent_lines"] = dest["delivery"]["sent_lines"]
         result["store_mb"] = round(sum(p.stat().st_size for p in (work / "fwd").glob("store.db*")) / 2**20)
@@ -441,7 +483,7 @@ def run_backlog(a: argparse.Namespace, work: Path, src: Path, lines: int, entrie
             log(f"backlog incomplete: received {rep['count']} of {entries}; destination {dest['delivery']}")
         if prof is not None and (work / "profile.raw").exists():
             result["profile"] = analyse_profile(work / "profile.raw")
-        if a.only != "backlog":
+        if steady:
             result["steady"] = run_steady(a, daemon, recv, logs)
             result["peak_rss_mb_after_steady"] = round(proc_cpu_rss(daemon.pid)[1], 1)
     finally:
@@ -506,7 +548,7 @@ def run_steady(a: argparse.Namespace, daemon: Daemon, recv: Receiver, logs: Path
 def run_steady_alone(a: argparse.Namespace, work: Path) -> dict[str, Any]:
     logs = work / "logs"
     logs.mkdir(parents=True)
-    daemon = Daemon(work / "fwd", str(logs / "*.log"), a.poll)
+    daemon = Daemon(work / "fwd", str(logs / "*.log"), a.poll, a.insights != "off")
     recv = Receiver()
     try:
         daemon.start()
@@ -632,6 +674,7 @@ def table(res: dict[str, Any]) -> str:
     rows: list[tuple[str, str, str]] = []
     b = res.get("backlog")
     if b:
+        rows.append(("insights", "on" if b["insights"] else "off", ""))
         rows += [
             ("backlog wall s (file appears -> last entry received)", f"{b['wall_s']}", ""),
             ("backlog physical lines/s", f"{b['lines_per_s']:,}", f">= {TARGETS['backlog_lines_per_s']:,}"),
@@ -644,6 +687,29 @@ def table(res: dict[str, Any]) -> str:
                 f"<= {TARGETS['peak_rss_mb']}",
             ),
         ]
+    compare = res.get("insights_compare")
+    if compare:
+        for mode in ("off", "on"):
+            c = compare[mode]
+            rows.append(
+                (
+                    f"backlog lines/s (entries/s, CPU s), insights {mode}",
+                    f"{c['lines_per_s']:,} ({c['entries_per_s']:,}, {c['cpu_s']})",
+                    "",
+                )
+            )
+        rows.append(
+            ("backlog lines/s insights on / off", f"{compare['ratio']:.3f}", f">= {TARGETS['insights_on_off']:.2f}")
+        )
+    if b and b["insights"]:
+        caught = b.get("insights_caught_up_s")
+        rows.append(
+            (
+                "insights caught up with the backlog, s after the file appeared",
+                f"{caught}",
+                "",
+            )
+        )
     s = res.get("steady") or (b or {}).get("steady")
     if s:
         rows += [
@@ -703,6 +769,12 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=600, help="backlog: give up after this many seconds")
     ap.add_argument("--peers", action="store_true", help="also run syslog-ng file -> http on the same file")
     ap.add_argument("--peer-workers", default="1,4", help="syslog-ng http() workers to run, comma-separated")
+    ap.add_argument(
+        "--insights",
+        choices=["on", "off", "both"],
+        default="on",
+        help="the daemon's [insights] enabled; both: the backlog twice, off then on, and the ratio of the rates",
+    )
     ap.add_argument("--profile", action="store_true", help="py-spy the daemon during the backlog")
     ap.add_argument("--native", action="store_true", help="with --profile: C frames too (SQLite; pauses the daemon)")
     ap.add_argument("--keep", action="store_true", help="keep the run directory (store, logs, profile)")
@@ -718,8 +790,34 @@ def main() -> None:
             src = backlog_file(a.cache, a.lines, a.seed)
             lines, entries = count_entries(src)
             log(f"backlog {src}: {lines:,} physical lines, {entries:,} entries")
-            res["backlog"] = run_backlog(a, work / "ours", src, lines, entries)
-            log("backlog: " + json.dumps({k: v for k, v in res["backlog"].items() if k not in ("profile", "steady")}))
+            modes = {"on": [True], "off": [False], "both": [False, True]}[a.insights]
+            runs: dict[str, dict[str, Any]] = {}
+            for n, insights in enumerate(modes):
+                mode = "on" if insights else "off"
+                last = n == len(modes) - 1
+                runs[mode] = run_backlog(
+                    a,
+                    work / f"ours-insights-{mode}",
+                    src,
+                    lines,
+                    entries,
+                    insights=insights,
+                    steady=last and a.only != "backlog",
+                )
+                log(
+                    f"backlog, insights {mode}: "
+                    + json.dumps({k: v for k, v in runs[mode].items() if k not in ("profile", "steady")})
+                )
+            res["backlog"] = runs["on" if modes[-1] else "off"]
+            if len(runs) == 2:
+                res["insights_compare"] = {
+                    **{
+                        m: {k: r.get(k) for k in ("ok", "wall_s", "lines_per_s", "entries_per_s", "cpu_s")}
+                        for m, r in runs.items()
+                    },
+                    "ratio": runs["on"]["lines_per_s"] / runs["off"]["lines_per_s"],
+                }
+                log("insights on / off: " + f"{res['insights_compare']['ratio']:.3f}")
             if "steady" in res["backlog"]:
                 log("steady: " + json.dumps(res["backlog"]["steady"]))
             if a.peers:
