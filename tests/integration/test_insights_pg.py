@@ -9,7 +9,11 @@ line its findings point to must be a stored line of the right kind.
 
 from __future__ import annotations
 
+import json
 import re
+import sqlite3
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -189,3 +193,76 @@ def test_findings_and_queries_match_the_log(ran: tuple[PgCluster, InsightsWorklo
     # the statement that took most time in the log leads (no other role logs durations)
     busiest = max(tpcb, key=lambda sql: tpcb[sql].total_ms)
     assert canonical(queries[0]["text"]) == canonical(busiest)
+
+
+def post_json(d: DaemonProcess, path: str, key: str, body: dict[str, Any]) -> tuple[int, Any]:
+    """A POST with `key`; the status and the JSON answer, errors included."""
+    req = urllib.request.Request(  # noqa: S310 - loopback test URL
+        d.url + path,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+@pytest.mark.timeout(180)
+def test_the_checkpoint_findings_own_fix_changes_the_real_server(
+    ran: tuple[PgCluster, InsightsWorkload], tmp_path: Path
+) -> None:
+    """Last in this module: it changes the shared server's max_wal_size (and sets it back)."""
+    cluster, w = ran
+    password = "fix-it's-pw"
+    cluster.query("ALTER ROLE postgres PASSWORD 'fix-it''s-pw'")
+    password_file = tmp_path / "pg.password"
+    password_file.write_text(password + "\n")
+    dsn = f"postgresql://postgres@{cluster.host}:{cluster.port}/postgres?sslmode=disable"
+    log = {"path": str(cluster.log_dir / "*.csv"), "format": "csvlog", "poll_interval_seconds": 0.1}
+    connection = (
+        f"[databases.connection]\ndsn = {json.dumps(dsn)}\npassword_file = {json.dumps(str(password_file))}\n"
+        "allow_fixes = true\n"
+    )
+    d = DaemonProcess(tmp_path / "fwd", [{"id": DB_ID, "name": "insights-db", "log": log}], extra_toml=connection)
+    d.start()
+    before = cluster.query("SHOW max_wal_size")
+    try:
+        assert len(d.wait_for_line(DB_ID, w.marker, timeout=60)) == 1
+        findings_path = f"/v1/databases/{DB_ID}/findings"
+
+        def checkpoint_findings() -> list[dict[str, Any]]:
+            return [f for f in d.get(findings_path)["findings"] if f["rule"] == "checkpoints"]
+
+        poll_until(lambda: bool(checkpoint_findings()), timeout=60, what="the checkpoint finding", interval=0.2)
+        [finding] = checkpoint_findings()
+        [fix] = [f for f in finding["fixes"] if "max_wal_size" in (f["sql"] or "")]
+        body = {"finding_id": finding["id"], "fix_id": fix["fix_id"]}
+        fixes_path = f"/v1/databases/{DB_ID}/fixes"
+
+        status, answer = post_json(d, fixes_path, d.read_only_key, body)
+        assert status == 403 and answer["error"]["code"] == "forbidden"
+        assert cluster.query("SHOW max_wal_size") == before
+
+        status, answer = post_json(d, fixes_path, d.key, body)
+        assert status == 200, answer
+        assert answer["applied"] is True and answer["setting"] == "max_wal_size"
+        assert answer["before"] == before and answer["reloaded"] is True
+        after = cluster.query("SHOW max_wal_size")
+        assert after != before and answer["after"] == after
+        wanted_mb = int(re.search(r"'(\d+)MB'", fix["sql"]).group(1))  # type: ignore[union-attr]
+        # pg_settings gives max_wal_size in MB: the value the fix's SQL set.
+        assert cluster.query("SELECT setting FROM pg_settings WHERE name = 'max_wal_size'") == str(wanted_mb)
+
+        # The audit record: who (the key's id, never the key) and what.
+        with sqlite3.connect(f"file:{d.root / 'store.db'}?mode=ro", uri=True) as db:
+            rows = db.execute("SELECT actor, target, details FROM audit WHERE action = 'fixes.applied'").fetchall()
+        [(actor, target, details)] = rows
+        assert target == DB_ID and actor.startswith("key:") and d.key not in actor
+        assert fix["sql"].rstrip(";") in details and password not in details
+    finally:
+        d.close()
+        cluster.query("ALTER SYSTEM RESET max_wal_size")
+        cluster.query("SELECT pg_reload_conf()")
