@@ -28,6 +28,7 @@ from forwarder.clock import Clock, SystemClock
 from forwarder.config import Config, ConfigError, DatabaseConfig, load_config
 from forwarder.delivery.manager import DeliveryManager
 from forwarder.delivery.netguard import Resolver
+from forwarder.insights.alerts import AlertEvaluator
 from forwarder.metrics import forget_database
 from forwarder.sdnotify import Notifier
 from forwarder.secrets import SecretBox, load_key
@@ -99,6 +100,8 @@ class Daemon:
         self.api: ApiServer | None = None
         self._ctx: ApiContext | None = None
         self._store_task: asyncio.Task[None] | None = None
+        self.alerts: AlertEvaluator | None = None
+        self._alerts_task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._reload = asyncio.Event()
 
@@ -116,6 +119,8 @@ class Daemon:
         for db in self.config.databases:
             await self._start_database(db)
         self._store_task = asyncio.create_task(self.store.run(), name="store")
+        self.alerts = AlertEvaluator(self.store, self.clock, self.config.alerts, self._database_codes())
+        self._alerts_task = asyncio.create_task(self.alerts.run(), name="alerts")
         box = SecretBox(load_key(self.config.security.secrets_key_file))
         self.delivery = DeliveryManager(
             self.store, self.clock, box, self.config.security.networks(), resolver=self._resolver
@@ -135,6 +140,9 @@ class Daemon:
             "forwarder ready",
             extra={"host": self.config.server.host, "port": self.api.port, "databases": len(self.registry.by_id)},
         )
+
+    def _database_codes(self) -> dict[str, int]:
+        return {db_id: db.identity.code for db_id, db in self.registry.by_id.items()}
 
     def _private_files(self) -> list[Path]:
         """The daemon's own files a log glob must never read (the store's are known to the follower)."""
@@ -243,6 +251,8 @@ class Daemon:
             self._ctx.config = merged
         if self.delivery is not None:
             await sync_declared(self._destination_ports(), merged.destinations)
+        if self.alerts is not None:
+            self.alerts.configure(merged.alerts, self._database_codes())
         log.info("config reloaded", extra={"path": str(self.config_path)})
         return True
 
@@ -271,6 +281,11 @@ class Daemon:
             await self.api.aclose()
         if self.delivery is not None:
             await self.delivery.drain(self.config.delivery.shutdown_grace_seconds)
+        if self._alerts_task is not None:
+            self._alerts_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._alerts_task
+            self._alerts_task = None
         if self._store_task is not None:
             self._store_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Final, Literal, Union
 from pydantic import BaseModel, Field, RootModel, ValidationError, create_model
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue, models_json_schema
 
+from forwarder.api.alerts import AlertList, AlertsQuery, AlertView
 from forwarder.api.destinations import (
     CreateBody,
     CreatedView,
@@ -41,12 +42,16 @@ from forwarder.sinks import SINK_TYPES
 REF_TEMPLATE: Final = "#/components/schemas/{model}"
 # Component names for models whose class name reads as the handler's, not the API's.
 COMPONENT_NAMES: Final = {"FilterBody": "DestinationFilter"}
-PATH_PARAMETERS: Final = {"ref": "The database's id or name.", "id": "The destination's id."}
+PATH_PARAMETERS: Final = {
+    "ref": "The database's id or name.",
+    "id": "The destination's id.",
+    "alert_id": "The alert's id (16 hex digits).",
+}
 ERROR_TEXTS: Final = {
     400: "A parameter or the body is invalid; `error.field` names it.",
     401: "No key, or an unknown or revoked key.",
     403: "A read-only key on a write.",
-    404: "No database or destination with that id (or name).",
+    404: "No database, destination or alert with that id (or name).",
     409: "The destination is declared in the config file (`managed_by: config`); change it there.",
     415: "The body is not JSON.",
     503: "Delivery is not running.",
@@ -236,6 +241,14 @@ def operations() -> list[Operation]:
             "post", "/v1/log-destinations/{id}/test", "testLogDestination",
             'Send one line marked as a test (id "0"); answers within 20 s',
             {200: (TestResult, "Whether the destination accepted it, and its error if not.")}, (401, 403, 404, 503),
+        ),
+        Operation(
+            "get", "/v1/alerts", "listAlerts", "Alerts of the rules (firing: the current ones), newest first",
+            {200: (AlertList, "Alerts, newest `started_at` first.")}, (400, 401), query=AlertsQuery,
+        ),
+        Operation(
+            "get", "/v1/alerts/{alert_id}", "getAlert", "One alert",
+            {200: (AlertView, "The alert.")}, (400, 401, 404),
         ),
         Operation(
             "get", "/v1/openapi.json", "openapi", "This document", {200: (None, "The OpenAPI document.")}, public=True,
