@@ -146,6 +146,16 @@ async def test_a_rule_fires_at_its_threshold_and_resolves_when_the_lines_leave_t
     assert await world.alerts_of("locks-main", "firing") == []
 
 
+async def test_the_window_holds_the_evaluation_time_but_not_its_start(world: World) -> None:
+    # The evaluation at +30 counts lines written in (-270, +30].
+    await world.store("main", "deadlock", ago_s=270)  # at -270: out
+    await world.store("main", "deadlock", ago_s=269.999)  # in
+    await world.store("main", "deadlock", ago_s=-30)  # at +30: in
+    await world.tick()
+    [alert] = await world.alerts_of("locks-main")
+    assert alert["value"] == 2 and alert["started_at"] == _at(30)
+
+
 async def test_a_rule_with_database_ids_ignores_the_other_databases(world: World) -> None:
     for ago in (1, 2, 3):
         await world.store("other", "deadlock", ago_s=ago)
