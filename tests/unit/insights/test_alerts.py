@@ -239,6 +239,23 @@ async def test_a_rule_removed_by_a_reload_resolves_its_firing_alerts(world: Worl
     assert ("locks-main", "firing") not in await world.gauge()
 
 
+async def test_a_database_removed_by_a_reload_resolves_its_firing_alerts(world: World) -> None:
+    for db_id in ("main", "other"):
+        await world.store(db_id, "error", ago_s=1, message="duplicate key value")
+    await world.tick()
+    assert len(await world.alerts_of("dup-key", "firing")) == 2
+    toml = _toml(RULES, world.tmp)
+    (world.tmp / "forwarder.toml").write_text(
+        toml[: toml.index('[[databases]]\nid = "other"')] + toml[toml.index("[[alerts]]") :]
+    )
+    done = world.alerts.evaluations
+    assert await world.daemon.reload()
+    await world.evaluated(done + 1)
+    alerts = {a["database_id"]: a["state"] for a in await world.alerts_of("dup-key")}
+    assert alerts == {"main": "firing", "other": "resolved"}
+    assert (await world.gauge()).items() >= {("dup-key", "firing"): 1, ("dup-key", "resolved"): 1}.items()
+
+
 @pytest.mark.parametrize(
     ("rule", "problem"),
     [
