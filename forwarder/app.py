@@ -28,6 +28,7 @@ from forwarder.clock import Clock, SystemClock
 from forwarder.config import Config, ConfigError, DatabaseConfig, load_config
 from forwarder.delivery.manager import DeliveryManager
 from forwarder.delivery.netguard import Resolver
+from forwarder.insights.alerts import AlertEvaluator
 from forwarder.insights.engine import Insights
 from forwarder.metrics import forget_database
 from forwarder.sdnotify import Notifier
@@ -107,6 +108,8 @@ class Daemon:
         self._store_task: asyncio.Task[None] | None = None
         self.insights: Insights | None = None
         self._insights_task: asyncio.Task[None] | None = None
+        self.alerts: AlertEvaluator | None = None
+        self._alerts_task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._reload = asyncio.Event()
 
@@ -127,6 +130,8 @@ class Daemon:
         if self.config.insights.enabled:
             self.insights = Insights(self.store, self.clock, retention_days=self.config.store.retention_days)
             self._insights_task = asyncio.create_task(self.insights.run(), name="insights")
+        self.alerts = AlertEvaluator(self.store, self.clock, self.config.alerts, self._database_codes())
+        self._alerts_task = asyncio.create_task(self.alerts.run(), name="alerts")
         box = SecretBox(load_key(self.config.security.secrets_key_file))
         self.delivery = DeliveryManager(
             self.store, self.clock, box, self.config.security.networks(), resolver=self._resolver
@@ -148,6 +153,9 @@ class Daemon:
             "forwarder ready",
             extra={"host": self.config.server.host, "port": self.api.port, "databases": len(self.registry.by_id)},
         )
+
+    def _database_codes(self) -> dict[str, int]:
+        return {db_id: db.identity.code for db_id, db in self.registry.by_id.items()}
 
     def _private_files(self) -> list[Path]:
         """The daemon's own files a log glob must never read (the store's are known to the follower)."""
@@ -256,6 +264,8 @@ class Daemon:
             self._ctx.config = merged
         if self.delivery is not None:
             await sync_declared(self._destination_ports(), merged.destinations)
+        if self.alerts is not None:
+            self.alerts.configure(merged.alerts, self._database_codes())
         log.info("config reloaded", extra={"path": str(self.config_path)})
         return True
 
@@ -294,6 +304,11 @@ class Daemon:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._insights_task
             self._insights_task = None
+        if self._alerts_task is not None:
+            self._alerts_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._alerts_task
+            self._alerts_task = None
         if self._store_task is not None:
             self._store_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -29,6 +29,8 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from forwarder.insights.model import Severity
+
 LogFormat = Literal["stderr", "csvlog", "jsonlog"]
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
@@ -339,6 +341,40 @@ def _read_secret(env: str | None, path: Path | None) -> str | None:
     return None
 
 
+class AlertRuleConfig(_Section):
+    """An alert rule (`[[alerts]]`): fires for a database while its matching lines in the window reach the threshold.
+
+    Evaluated every 30 s per database it covers: the value is the count of matching lines written in
+    the last `window_seconds`; at or above `threshold` the rule fires for that database (one firing
+    alert per rule and database), below it the alert resolves.
+    """
+
+    id: str = Field(description="Stable identifier: the alert's `rule` in the API and the metric's `rule` label.")
+    kinds: list[str] = Field(
+        default_factory=list, description="Kinds (or errors, locks, maintenance) of the lines counted; empty: all."
+    )
+    database_ids: list[str] = Field(
+        default_factory=list, description="Ids of [[databases]] entries the rule watches; empty: all."
+    )
+    text: Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_no_control_characters)] | None = Field(
+        None,
+        description="Count only lines whose message, detail or statement contains this text (case-insensitive).",
+    )
+    threshold: int = Field(ge=1, description="Lines in the window at which the rule fires.")
+    window_seconds: int = Field(300, ge=60, le=3600, description="The window the lines are counted over, in seconds.")
+    severity: Severity = Field("warning", description="info, warning or critical: shown with the alert.")
+
+    _id_shape = field_validator("id")(_check_id)
+
+    @field_validator("kinds")
+    @classmethod
+    def _kinds(cls, values: list[str]) -> list[str]:
+        from forwarder.model import expand_kinds
+
+        expand_kinds(values)  # ValueError names the unknown kind
+        return values
+
+
 class Config(BaseSettings):
     """The whole configuration file."""
 
@@ -352,6 +388,7 @@ class Config(BaseSettings):
     insights: InsightsConfig = InsightsConfig()
     databases: list[DatabaseConfig] = Field(default_factory=list)
     destinations: list[DestinationConfig] = Field(default_factory=list)
+    alerts: list[AlertRuleConfig] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _unique(self) -> Config:
@@ -390,6 +427,21 @@ class Config(BaseSettings):
         return (env_settings, init_settings)
 
 
+def _alert_problems(config: Config) -> list[str]:
+    """Alert ids used twice and databases an alert names that the file does not declare."""
+    database_ids = {db.id for db in config.databases}
+    problems: list[str] = []
+    rule_ids: set[str] = set()
+    for i, rule in enumerate(config.alerts):
+        if rule.id in rule_ids:
+            problems.append(f"alerts[{i}].id: duplicate alert id {rule.id!r}")
+        rule_ids.add(rule.id)
+        for j, db_id in enumerate(rule.database_ids):
+            if db_id not in database_ids:
+                problems.append(f"alerts[{i}].database_ids[{j}]: unknown database id {db_id!r}")
+    return problems
+
+
 def _loc_to_path(loc: tuple[int | str, ...]) -> str:
     out = ""
     for part in loc:
@@ -424,7 +476,7 @@ def config_from_dict(data: dict[str, Any], *, read_secrets: bool = True) -> Conf
         config = Config(**data)
     except ValidationError as exc:
         raise ConfigError(_problems(exc)) from None
-    problems: list[str] = []
+    problems = _alert_problems(config)
     for i, dest in enumerate(config.destinations):
         problems += _destination_problems(i, dest, read_secrets)
     for i, db in enumerate(config.databases):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
-from typing import Final
+from typing import Final, get_args
 
 from prometheus_client import (
     CollectorRegistry,
@@ -17,6 +17,8 @@ from prometheus_client import (
     PlatformCollector,
     ProcessCollector,
 )
+
+from forwarder.insights.model import AlertState
 
 
 def _version() -> str:
@@ -185,6 +187,23 @@ REQUEST_DURATION: Final = Histogram(
     registry=REGISTRY,
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30),
 )
+
+# --- alerts ([[alerts]] rules) ---------------------------------------------------------------
+
+ALERTS: Final = Gauge(
+    "forwarder_alerts",
+    "Alerts of an [[alerts]] rule by state: firing, the databases it fires for now; resolved, the databases "
+    'whose latest alert of the rule has resolved. Alert on forwarder_alerts{state="firing"} > 0.',
+    ("rule", "state"),
+    registry=REGISTRY,
+)
+
+
+def forget_alert_rule(rule: str) -> None:
+    """Remove the series of a rule no longer in the config."""
+    for state in get_args(AlertState):
+        with contextlib.suppress(KeyError):
+            ALERTS.remove(rule, state)
 
 
 def forget_destination(dest_id: str, dest_type: str) -> None:

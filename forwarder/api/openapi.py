@@ -17,6 +17,7 @@ from typing import Annotated, Any, Final, Literal, Union
 from pydantic import BaseModel, Field, RootModel, ValidationError, create_model
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue, models_json_schema
 
+from forwarder.api.alerts import AlertList, AlertsQuery, AlertView
 from forwarder.api.destinations import (
     CreateBody,
     CreatedView,
@@ -56,12 +57,13 @@ PATH_PARAMETERS: Final = {
     "id": "The destination's id.",
     "finding_id": "The finding's id (16 hex digits).",
     "query_id": "The query's id, its fingerprint (16 hex digits).",
+    "alert_id": "The alert's id (16 hex digits).",
 }
 ERROR_TEXTS: Final = {
     400: "A parameter or the body is invalid; `error.field` names it.",
     401: "No key, or an unknown or revoked key.",
     403: "A read-only key on a write.",
-    404: "No database, destination, finding or fix with that id (or name).",
+    404: "No database, destination, finding, fix, query or alert with that id (or name).",
     409: "The destination is declared in the config file (`managed_by: config`); change it there.",
     415: "The body is not JSON.",
     502: "The database's server could not be reached or refused the fix; `error.message` says why.",
@@ -279,6 +281,14 @@ def operations() -> list[Operation]:
                       " the SQL to run by hand."),
             },
             (400, 401, 403, 404, 415, 502), body=FixBody,
+        ),
+        Operation(
+            "get", "/v1/alerts", "listAlerts", "Alerts of the rules (firing: the current ones), newest first",
+            {200: (AlertList, "Alerts, newest `started_at` first.")}, (400, 401), query=AlertsQuery,
+        ),
+        Operation(
+            "get", "/v1/alerts/{alert_id}", "getAlert", "One alert",
+            {200: (AlertView, "The alert.")}, (400, 401, 404),
         ),
         Operation(
             "get", "/v1/openapi.json", "openapi", "This document", {200: (None, "The OpenAPI document.")}, public=True,

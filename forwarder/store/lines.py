@@ -20,6 +20,7 @@ from forwarder.model import KINDS, Kind, LogLine, group_key, line_document
 
 KIND_CODE: Final[dict[str, int]] = {kind: code for code, kind in enumerate(KINDS)}
 TEXT_FIELDS: Final = ("message", "detail", "hint", "context", "statement")
+WINDOW_TEXT_FIELDS: Final = ("message", "detail", "statement")  # what count_window's `text` looks in
 FTS_WATERMARK_KEY: Final = "fts_indexed_upto"
 
 _WORD_RE = re.compile(r"\w+", re.UNICODE)
@@ -300,6 +301,42 @@ def counts_by_kind(conn: sqlite3.Connection, db_code: int, from_us: int) -> dict
     ):
         counts[KINDS[kind]] = count
     return counts
+
+
+def _window(db_code: int, kinds: frozenset[Kind] | None, after_us: int, upto_us: int) -> tuple[str, list[object]]:
+    """SQL (`FROM lines WHERE ...`) and its parameters for the lines of a database with time in
+    (after_us, upto_us] and, unless `kinds` is None, one of `kinds`: the (db, time) or (db, kind)
+    index serves it, whichever SQLite finds narrower."""
+    where = "db = ? AND time_us > ? AND time_us <= ?"
+    params: list[object] = [db_code, after_us, upto_us]
+    if kinds is not None:
+        codes = sorted(KIND_CODE[k] for k in kinds)
+        where += f" AND kind IN ({','.join('?' * len(codes))})"
+        params.extend(codes)
+    return f"FROM lines WHERE {where}", params
+
+
+def count_window(
+    conn: sqlite3.Connection,
+    db_code: int,
+    kinds: frozenset[Kind] | None,
+    after_us: int,
+    upto_us: int,
+    text: str | None = None,
+) -> int:
+    """Lines of a database with time in (after_us, upto_us], of `kinds` (None: any) and, with `text`,
+    whose message, detail or statement contains it (case-insensitive, accents ignored). Only the
+    rows the window and kinds select are decoded for the text."""
+    sql, params = _window(db_code, kinds, after_us, upto_us)
+    if text is None:
+        return int(conn.execute(f"SELECT count(*) {sql}", params).fetchone()[0])
+    folded = _fold(text)
+    count = 0
+    for (doc,) in conn.execute(f"SELECT doc {sql}", params):
+        fields = orjson.loads(doc)
+        if any(folded in _fold(value) for f in WINDOW_TEXT_FIELDS if isinstance(value := fields.get(f), str)):
+            count += 1
+    return count
 
 
 def oldest_time(conn: sqlite3.Connection, db_code: int) -> int | None:

@@ -187,16 +187,21 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     );
     CREATE INDEX insight_findings_db ON insight_findings (db, status, last_us);
     CREATE TABLE alert_instances (
-        id           TEXT PRIMARY KEY,
-        rule         TEXT NOT NULL,         -- the [[alerts]] id
-        database_id  TEXT,
-        state        TEXT NOT NULL,         -- firing | resolved
-        started_us   INTEGER NOT NULL,
-        resolved_us  INTEGER,
-        value        REAL NOT NULL,
-        updated_us   INTEGER NOT NULL
+        id             TEXT PRIMARY KEY,    -- 16 hex digits, from (rule, database, started_us)
+        rule           TEXT NOT NULL,       -- the [[alerts]] id
+        database_id    TEXT NOT NULL,
+        state          TEXT NOT NULL,       -- firing | resolved
+        started_us     INTEGER NOT NULL,    -- the evaluation that first found the threshold reached
+        resolved_us    INTEGER,
+        value          INTEGER NOT NULL,    -- matching lines in the window at its latest evaluation
+        threshold      INTEGER NOT NULL,    -- the rule's threshold, window and severity as then
+        window_seconds INTEGER NOT NULL,
+        severity       TEXT NOT NULL,
+        updated_us     INTEGER NOT NULL
     );
     CREATE INDEX alert_instances_state ON alert_instances (state, started_us);
+    -- One firing instance per rule and database.
+    CREATE UNIQUE INDEX alert_instances_firing ON alert_instances (rule, database_id) WHERE state = 'firing';
     """,
 )
 

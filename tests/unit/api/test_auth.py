@@ -19,6 +19,7 @@ ROUTES = [
     ("GET", "/v1/databases", None),
     ("GET", "/v1/databases/main/findings", None),
     ("GET", "/v1/databases/main/queries", None),
+    ("GET", "/v1/alerts", None),
     ("GET", "/v1/databases/main/logs", None),
     ("GET", "/v1/databases/main/logs/groups", None),
     ("GET", "/v1/databases/main/logs/overview", None),
@@ -144,9 +145,28 @@ async def test_public_endpoints_need_no_key(api: Api, path: str) -> None:
 
 
 async def test_unknown_database_is_404_for_every_route(api: Api) -> None:
-    for method, path, body in ROUTES[1:]:
+    for method, path, body in [r for r in ROUTES if "/main/" in r[1]]:
         async with api.session.request(
             method, api.url(path.replace("/main/", "/nope/")), json=body, headers=api.auth(api.read_write)
         ) as resp:
             assert resp.status == 404
             assert (await resp.json())["error"]["code"] == "not_found"
+
+
+@pytest.mark.parametrize("role", list(EXPECTED))
+async def test_an_alert_answers_by_role(api: Api, role: str) -> None:
+    alert_id = "0123456789abcdef"
+    await api.daemon.store.write(
+        lambda c: c.execute(
+            "INSERT INTO alert_instances VALUES (?, 'r', 'main', 'firing', 1, NULL, 3, 1, 60, 'warning', 1)",
+            (alert_id,),
+        )
+    )
+    headers = {
+        "none": {},
+        "unknown": api.auth("fwd_000000000000_not-a-real-key"),
+        "read-only": api.auth(api.read_only),
+        "read-write": api.auth(api.read_write),
+    }[role]
+    async with api.session.get(api.url(f"/v1/alerts/{alert_id}"), headers=headers) as resp:
+        assert resp.status == EXPECTED[role][0], await resp.text()
