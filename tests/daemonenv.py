@@ -48,6 +48,9 @@ def operator_config(
             "allowed_destination_networks": list(allowed),
         },
         "databases": [main_database(tmp_path)] if databases is None else databases,
+        # Off unless a test turns them on: their sweep sleeps on the fake clock, and delivery tests
+        # read a destination's backoff from the clock's next sleeper.
+        "insights": {"enabled": False},
         **overrides,
     }
 
