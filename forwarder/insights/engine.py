@@ -12,9 +12,9 @@
   query regressions of the queries seen since, and forget aggregates past retention.
 ```
 
-While lines arrive in bulk (a backlog being stored), insights take at most BUSY_SHARE of the
-time and catch up afterwards: reading, storing and delivering come first (the full-text index
-yields the same way). Otherwise each batch follows the head at once.
+Each batch follows the head at once. Only while a backlog is being stored (lines still arriving
+and insights more than BACKLOG_LINES behind) do they take at most BUSY_SHARE of the time and catch
+up afterwards: reading, storing and delivering come first (the full-text index yields the same way).
 
 The cursor (kv `insights_cursor`) is written in the same transaction as the sums it accounts
 for, so a crash neither loses nor double-counts a line. Nothing ever rescans old lines: each line
@@ -48,9 +48,11 @@ from forwarder.store.store import Store, write_failure_reason
 log = logging.getLogger(__name__)
 
 CURSOR_KEY: Final = "insights_cursor"
-SCAN_IDS: Final = 20_000  # line ids looked at per batch (the lines of other kinds are skipped in SQL)
+SCAN_IDS: Final = 5_000  # line ids looked at per batch (the lines of other kinds are skipped in SQL)
 SWEEP_SECONDS: Final = 60.0
-BUSY_SHARE: Final = 0.2  # of the time insights may take while lines arrive in bulk
+BUSY_SHARE: Final = 0.05  # of the time insights may take while a backlog is being stored
+REGRESSION_CHUNK: Final = 200  # queries evaluated per write transaction of a sweep
+BACKLOG_LINES: Final = 20_000  # this far behind the head while lines keep arriving: a backlog
 RETRY_SECONDS: Final = 5.0
 # Lines of these kinds are read besides the rules' own: calls (slow_query) and errors of queries.
 QUERY_KINDS: Final = frozenset({"slow_query", "error", "deadlock"})
@@ -101,10 +103,10 @@ class Insights:
             try:
                 started = loop.time()
                 if await self.step():
-                    if self._store.appending():
-                        # Lines arrive in bulk (a backlog): reading, storing and delivering them come
-                        # first. Insights take at most BUSY_SHARE of the time meanwhile and catch up
-                        # once the burst is stored. A CPU share, not time logic: the real clock.
+                    if self._store.appending() and self._store.head_id - self.cursor > BACKLOG_LINES:
+                        # A backlog is being stored: reading, storing and delivering it come first.
+                        # Insights take at most BUSY_SHARE of the time meanwhile and catch up once
+                        # the burst is stored. A CPU share, not time logic: the real clock.
                         spent = loop.time() - started
                         await asyncio.sleep(spent * (1 - BUSY_SHARE) / BUSY_SHARE)
                     continue
@@ -213,28 +215,29 @@ class Insights:
         await self._known_databases({db for db, _ in pending})
         regression = self._regression
         db_ids = dict(self._db_ids)
+        # Only a query with enough calls can have regressed: one read picks those (a log of many
+        # one-off statements leaves few), then they are evaluated in small write transactions so the
+        # writer (storing lines) never waits long.
+        candidates = await self._store.read(lambda c: regression.candidates(c, pending))
+        open_ones = [(db, subject) for db, rule, subject in open_subjects if rule == regression.name]
+        todo = sorted(candidates | set(open_ones))
+        for i in range(0, len(todo), REGRESSION_CHUNK):
+            chunk = todo[i : i + REGRESSION_CHUNK]
 
-        def _txn(c: sqlite3.Connection) -> None:
-            for db, fp in pending:
-                if (database_id := db_ids.get(db)) is not None:
-                    draft = regression.evaluate(c, db, database_id, fp, now_us)
-                    F.save(c, db, database_id, regression.name, fp, draft, now_us)
-            for db, rule, subject in F.open_subjects(c):
-                if rule == regression.name and (db, subject) not in pending and (database_id := db_ids.get(db)):
-                    F.save(
-                        c,
-                        db,
-                        database_id,
-                        rule,
-                        subject,
-                        regression.evaluate(c, db, database_id, subject, now_us),
-                        now_us,
-                    )
-            cutoff = now_us - self._retention_us
+            def _evaluate(c: sqlite3.Connection, chunk: list[Q.QueryKey] = chunk) -> None:
+                for db, fp in chunk:
+                    if (database_id := db_ids.get(db)) is not None:
+                        draft = regression.evaluate(c, db, database_id, fp, now_us)
+                        F.save(c, db, database_id, regression.name, fp, draft, now_us)
+
+            await self._store.write(_evaluate)
+        cutoff = now_us - self._retention_us
+
+        def _forget(c: sqlite3.Connection) -> None:
             Q.forget_before(c, cutoff)
             c.execute("DELETE FROM insight_observations WHERE start_us < ?", (cutoff,))
 
-        await self._store.write(_txn)
+        await self._store.write(_forget)
         await self._count_open()
 
     async def _count_open(self) -> None:

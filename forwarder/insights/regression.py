@@ -83,6 +83,19 @@ class QueryRegression:
         )
 
     @staticmethod
+    def candidates(c: sqlite3.Connection, seen: set[tuple[int, str]]) -> set[tuple[int, str]]:
+        """Those of the queries `seen` with enough calls in all to ever open a finding."""
+        out: set[tuple[int, str]] = set()
+        for db in {db for db, _ in seen}:
+            rows = c.execute(
+                "SELECT fingerprint FROM insight_query_buckets WHERE db = ? GROUP BY fingerprint"
+                " HAVING sum(calls) >= ?",
+                (db, MIN_RECENT_CALLS + MIN_HISTORY_CALLS),
+            )
+            out |= {(db, fp) for (fp,) in rows if (db, fp) in seen}
+        return out
+
+    @staticmethod
     def _sums(c: sqlite3.Connection, db: int, fp: str, lo: int, hi: int) -> tuple[int, float]:
         calls, total = c.execute(
             "SELECT coalesce(sum(calls), 0), coalesce(sum(total_ms), 0) FROM insight_query_buckets"
