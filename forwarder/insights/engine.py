@@ -51,6 +51,7 @@ CURSOR_KEY: Final = "insights_cursor"
 SCAN_IDS: Final = 5_000  # line ids looked at per batch (the lines of other kinds are skipped in SQL)
 SWEEP_SECONDS: Final = 60.0
 BUSY_SHARE: Final = 0.05  # of the time insights may take while a backlog is being stored
+PENDING_MAX: Final = 20_000  # queries remembered between sweeps (memory stays bounded)
 REGRESSION_CHUNK: Final = 200  # queries evaluated per write transaction of a sweep
 BACKLOG_LINES: Final = 20_000  # this far behind the head while lines keep arriving: a backlog
 RETRY_SECONDS: Final = 5.0
@@ -88,7 +89,8 @@ class Insights:
         self._by_kind: dict[str, list[Rule]] = {k: [r for r in self._rules.values() if k in r.kinds] for k in KINDS}
         self._db_ids: dict[int, str] = {}
         self.cursor = 0
-        self._pending_queries: set[Q.QueryKey] = set()
+        self._pending_queries: set[Q.QueryKey] = set()  # queries seen since the last sweep...
+        self._pending_overflow = False  # ...or too many to keep: all of them
         self._failures = RepeatedFailureLog(log, clock)
         self._stepping = asyncio.Lock()  # one batch at a time: `catch_up` may run beside `run`
 
@@ -152,7 +154,10 @@ class Insights:
         await self._store.write(_txn)
         self.cursor = upto
         metrics.INSIGHTS_LAG.set(max(0, self._store.head_id - upto))
-        self._pending_queries |= batch.queries.seen.keys()
+        if len(self._pending_queries) < PENDING_MAX:
+            self._pending_queries |= batch.queries.seen.keys()
+        else:  # a log of many one-off statements: the sweep looks at every query with enough calls
+            self._pending_overflow = True
         if batch.touched:
             await self._evaluate(batch.touched)
         return True
@@ -212,13 +217,15 @@ class Insights:
         # evaluate before what was seen.
         await self._evaluate({key: now_us for key in open_subjects if key[1] in self._rules}, now_us)
         pending, self._pending_queries = self._pending_queries, set()
+        overflow, self._pending_overflow = self._pending_overflow, False
         await self._known_databases({db for db, _ in pending})
         regression = self._regression
-        db_ids = dict(self._db_ids)
         # Only a query with enough calls can have regressed: one read picks those (a log of many
         # one-off statements leaves few), then they are evaluated in small write transactions so the
         # writer (storing lines) never waits long.
-        candidates = await self._store.read(lambda c: regression.candidates(c, pending))
+        candidates = await self._store.read(lambda c: regression.candidates(c, None if overflow else pending))
+        await self._known_databases({db for db, _ in candidates})
+        db_ids = dict(self._db_ids)
         open_ones = [(db, subject) for db, rule, subject in open_subjects if rule == regression.name]
         todo = sorted(candidates | set(open_ones))
         for i in range(0, len(todo), REGRESSION_CHUNK):

@@ -83,17 +83,14 @@ class QueryRegression:
         )
 
     @staticmethod
-    def candidates(c: sqlite3.Connection, seen: set[tuple[int, str]]) -> set[tuple[int, str]]:
-        """Those of the queries `seen` with enough calls in all to ever open a finding."""
-        out: set[tuple[int, str]] = set()
-        for db in {db for db, _ in seen}:
-            rows = c.execute(
-                "SELECT fingerprint FROM insight_query_buckets WHERE db = ? GROUP BY fingerprint"
-                " HAVING sum(calls) >= ?",
-                (db, MIN_RECENT_CALLS + MIN_HISTORY_CALLS),
-            )
-            out |= {(db, fp) for (fp,) in rows if (db, fp) in seen}
-        return out
+    def candidates(c: sqlite3.Connection, seen: set[tuple[int, str]] | None) -> set[tuple[int, str]]:
+        """Those of the queries `seen` (None: of every query) with enough calls in all to ever
+        open a finding."""
+        rows = c.execute(
+            "SELECT db, fingerprint FROM insight_query_buckets GROUP BY db, fingerprint HAVING sum(calls) >= ?",
+            (MIN_RECENT_CALLS + MIN_HISTORY_CALLS,),
+        )
+        return {(db, fp) for db, fp in rows if seen is None or (db, fp) in seen}
 
     @staticmethod
     def _sums(c: sqlite3.Connection, db: int, fp: str, lo: int, hi: int) -> tuple[int, float]:

@@ -9,6 +9,7 @@ import pytest
 
 from forwarder.clock import FakeClock
 from forwarder.config import DatabaseConfig, LogSourceConfig, StoreConfig
+from forwarder.insights import engine
 from forwarder.insights.engine import Insights
 from forwarder.store import Identity, Store
 from tests.unit.insights.logtext import parse, stamp
@@ -51,7 +52,12 @@ def spread(n: int, start: float, end: float) -> list[float]:
     return [start + (end - start) * i / n for i in range(n)]
 
 
-async def test_a_query_twice_as_slow_as_its_history_opens_a_finding_then_resolves(world: World) -> None:
+@pytest.mark.parametrize("remembered", [20_000, 1])  # 1: more queries between sweeps than are remembered
+async def test_a_query_twice_as_slow_as_its_history_opens_a_finding_then_resolves(
+    world: World, remembered: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(engine, "PENDING_MAX", remembered)
+    await world.calls([T0 - 3 * HOUR], 1.0, "SELECT 1")  # another query seen first
     await world.calls(spread(60, T0 - 20 * HOUR, T0 - 2 * HOUR), 2.0)
     await world.calls(spread(12, T0 - 0.5 * HOUR, T0 - 60), 5.0)
     await world.insights.sweep()
