@@ -12,9 +12,10 @@
   query regressions of the queries seen since, and forget aggregates past retention.
 ```
 
-Each batch follows the head at once. Only while a backlog is being stored (lines still arriving
-and insights more than BACKLOG_LINES behind) do they take at most BUSY_SHARE of the time and catch
-up afterwards: reading, storing and delivering come first (the full-text index yields the same way).
+Each batch follows the head at once. Only while a backlog is being stored (lines stored faster
+than BACKLOG_LINES_PER_SECOND) do they take at most BUSY_SHARE of the time, and catch up once the
+rate drops: reading, storing and delivering come first (the full-text index yields to appends the
+same way).
 
 The cursor (kv `insights_cursor`) is written in the same transaction as the sums it accounts
 for, so a crash neither loses nor double-counts a line. Nothing ever rescans old lines: each line
@@ -50,10 +51,12 @@ log = logging.getLogger(__name__)
 CURSOR_KEY: Final = "insights_cursor"
 SCAN_IDS: Final = 5_000  # line ids looked at per batch (the lines of other kinds are skipped in SQL)
 SWEEP_SECONDS: Final = 60.0
-BUSY_SHARE: Final = 0.05  # of the time insights may take while a backlog is being stored
+BUSY_SHARE: Final = 0.03  # of the time insights may take while a backlog is being stored
 PENDING_MAX: Final = 20_000  # queries remembered between sweeps (memory stays bounded)
 REGRESSION_CHUNK: Final = 200  # queries evaluated per write transaction of a sweep
-BACKLOG_LINES: Final = 20_000  # this far behind the head while lines keep arriving: a backlog
+# Lines stored per second (over the last 2 s) past which a backlog is being stored: a server's
+# own log rarely comes near it for long, a large file read from the start does.
+BACKLOG_LINES_PER_SECOND: Final = 10_000
 RETRY_SECONDS: Final = 5.0
 # Lines of these kinds are read besides the rules' own: calls (slow_query) and errors of queries.
 QUERY_KINDS: Final = frozenset({"slow_query", "error", "deadlock"})
@@ -105,10 +108,10 @@ class Insights:
             try:
                 started = loop.time()
                 if await self.step():
-                    if self._store.appending() and self._store.head_id - self.cursor > BACKLOG_LINES:
+                    if self._store.append_rate() > BACKLOG_LINES_PER_SECOND:
                         # A backlog is being stored: reading, storing and delivering it come first.
                         # Insights take at most BUSY_SHARE of the time meanwhile and catch up once
-                        # the burst is stored. A CPU share, not time logic: the real clock.
+                        # the rate drops. A CPU share, not time logic: the real clock.
                         spent = loop.time() - started
                         await asyncio.sleep(spent * (1 - BUSY_SHARE) / BUSY_SHARE)
                     continue

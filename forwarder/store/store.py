@@ -7,6 +7,7 @@ transactions short and ordered, while WAL lets readers (the API) run beside it.
 from __future__ import annotations
 
 import asyncio
+import collections
 import errno
 import logging
 import sqlite3
@@ -37,6 +38,7 @@ FTS_QUIET_SECONDS = 0.2  # the index waits for appends to pause this long...
 FTS_MAX_TAIL = 1_000_000  # ...unless this many lines are not indexed yet (a scan of them takes ~2 s)
 FTS_BATCH = 5000
 WRITE_RETRY_SECONDS = 5.0  # background work waits this long after the store failed to write
+APPEND_RATE_SECONDS = 2.0  # the window of Store.append_rate
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +99,7 @@ class Store:
         self.head_id = 0
         self.store_id = ""  # random, made when the store is created: names this store to receivers
         self._last_append = 0.0  # event-loop time of the last append
+        self._recent_appends: collections.deque[tuple[float, int]] = collections.deque()  # (time, lines)
         self.write_problem: str | None = None  # why the last write failed; None once one succeeds
         self._write_failures = RepeatedFailureLog(log, clock)
         metrics.STORE_WRITABLE.set(1)
@@ -232,6 +235,9 @@ class Store:
 
         last = await self._write(_txn)
         self._last_append = asyncio.get_running_loop().time()
+        self._recent_appends.append((self._last_append, len(rows)))
+        while self._recent_appends[0][0] < self._last_append - APPEND_RATE_SECONDS:
+            self._recent_appends.popleft()
         if last:
             self.head_id = max(self.head_id, last)
             self._new_lines.set()
@@ -442,10 +448,11 @@ class Store:
     def clock(self) -> Clock:
         return self._clock
 
-    def appending(self) -> bool:
-        """Whether lines are arriving in bulk (an append within FTS_QUIET_SECONDS): background
-        work (the full-text index, insights) then yields to the append path."""
-        return asyncio.get_running_loop().time() - self._last_append < FTS_QUIET_SECONDS
+    def append_rate(self) -> float:
+        """Lines appended per second over the last APPEND_RATE_SECONDS (event-loop time): a backlog
+        being stored shows as a high rate, and background work (insights) then yields to it."""
+        since = asyncio.get_running_loop().time() - APPEND_RATE_SECONDS
+        return sum(n for t, n in self._recent_appends if t >= since) / APPEND_RATE_SECONDS
 
     # --- background work ----------------------------------------------------------------------
 

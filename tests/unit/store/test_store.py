@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import stat
@@ -330,3 +331,22 @@ async def test_an_older_world_readable_store_is_made_private(tmp_path: Path) -> 
     await store.aclose()
     # Others lose read access; the group keeps what the operator gave it (a service's group may read).
     assert stat.S_IMODE(path.stat().st_mode) == 0o640
+
+
+async def test_append_rate_counts_the_lines_of_the_last_two_seconds(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Event-loop time (a CPU-share signal, not time logic), driven here by a stand-in loop clock.
+    loop = asyncio.get_running_loop()
+    now = [loop.time()]
+    monkeypatch.setattr(loop, "time", lambda: now[0])
+    ident = await store.register_database(db_config())
+    assert store.append_rate() == 0
+    await store.append(ident, [line(i) for i in range(3000)], [], 0)
+    now[0] += 1.0
+    await store.append(ident, [line(i) for i in range(1000)], [], 0)
+    assert store.append_rate() == 2000  # 4,000 lines over the 2 s window
+    now[0] += 1.5
+    assert store.append_rate() == 500  # the first append left the window
+    now[0] += 1.0
+    assert store.append_rate() == 0
