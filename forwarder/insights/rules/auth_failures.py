@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Final
 
-from forwarder.insights.model import Evidence, FindingDraft, Fix, Observation, SubjectHistory
+from forwarder.insights.model import FindingDraft, Fix, Observation, SubjectHistory
 from forwarder.insights.rules import common as C
 from forwarder.insights.rules import register
 from forwarder.model import Kind
@@ -94,11 +94,10 @@ class AuthFailures:
             severity="critical" if count >= CRITICAL_COUNT else "warning",
             title=f"Failed logins from {client} as {user}",
             summary="\n".join(lines),
-            evidence=Evidence(
-                window_from_us=C.first_seen_us(history, from_us),
-                window_to_us=history.now_us,
-                count=count,
-                line_ids=history.line_ids,
+            evidence=C.evidence(
+                history,
+                from_us,
+                count,
                 facts={
                     "failures": count,
                     "peak_in_5_minutes": peak,

@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Final
 
-from forwarder.insights.model import Evidence, FindingDraft, Fix, Observation, SqlPart, SubjectHistory
+from forwarder.insights.model import FindingDraft, Fix, Observation, SqlPart, SubjectHistory
 from forwarder.insights.rules import common as C
 from forwarder.insights.rules import register
 from forwarder.model import Kind
@@ -118,11 +118,10 @@ class Autovacuum:
             severity="critical" if longest >= CRITICAL_RUN_SECONDS else "warning",
             title=f"Autovacuum {'runs long' if longest >= LONG_RUN_SECONDS else 'runs again and again'} on {table}",
             summary="\n".join(lines),
-            evidence=Evidence(
-                window_from_us=C.first_seen_us(history, from_us),
-                window_to_us=history.now_us,
-                count=runs,
-                line_ids=history.line_ids,
+            evidence=C.evidence(
+                history,
+                from_us,
+                runs,
                 facts={
                     "runs": runs,
                     "total_seconds": round(total, 2),

@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Final
 
-from forwarder.insights.model import Evidence, FindingDraft, Fix, Observation, SqlPart, SubjectHistory
+from forwarder.insights.model import FindingDraft, Fix, Observation, SqlPart, SubjectHistory
 from forwarder.insights.rules import common as C
 from forwarder.insights.rules import register
 from forwarder.model import Kind
@@ -162,11 +162,10 @@ class Checkpoints:
             severity="critical" if checkpoints >= CRITICAL_PER_HOUR else "warning",
             title="Checkpoints occur too frequently",
             summary="\n".join(lines),
-            evidence=Evidence(
-                window_from_us=C.first_seen_us(history, from_us),
-                window_to_us=history.now_us,
-                count=checkpoints,
-                line_ids=history.line_ids,
+            evidence=C.evidence(
+                history,
+                from_us,
+                checkpoints,
                 facts=facts,
             ),
             fixes=(fix,),

@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from forwarder.insights.model import SubjectHistory
+from forwarder.insights.model import Evidence, SubjectHistory
 from forwarder.model import parse_time
 
 SECOND_US: Final = 1_000_000
@@ -71,6 +71,20 @@ def window(history: SubjectHistory, seconds: int) -> tuple[int, int, float, floa
 def first_seen_us(history: SubjectHistory, from_us: int) -> int:
     """The start of the first minute at or after `from_us` holding observations (or `from_us`)."""
     return next((b.start_us for b in history.buckets if b.start_us >= from_us and b.count), from_us)
+
+
+def evidence(
+    history: SubjectHistory, from_us: int, count: int, facts: dict[str, float | int | str | list[str]]
+) -> Evidence:
+    """The evidence of a finding over the window from `from_us` up to the newest observation: its
+    count, the subject's kept line ids and the rule's named facts."""
+    return Evidence(
+        window_from_us=first_seen_us(history, from_us),
+        window_to_us=history.now_us,
+        count=count,
+        line_ids=history.line_ids,
+        facts=facts,
+    )
 
 
 def code(value: str, limit: int = 200) -> str:

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Final
 
-from forwarder.insights.model import Evidence, FindingDraft, Observation, SubjectHistory
+from forwarder.insights.model import FindingDraft, Observation, SubjectHistory
 from forwarder.insights.rules import common as C
 from forwarder.insights.rules import register
 from forwarder.model import Kind
@@ -80,11 +80,10 @@ class Crashes:
             severity="critical",
             title="The server crashed" if "panic" not in events else "The server PANICked",
             summary="\n".join(lines),
-            evidence=Evidence(
-                window_from_us=C.first_seen_us(history, from_us),
-                window_to_us=history.now_us,
-                count=count,
-                line_ids=history.line_ids,
+            evidence=C.evidence(
+                history,
+                from_us,
+                count,
                 facts={"reports": count, "events": events, "messages": messages},
             ),
         )

@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Final
 
-from forwarder.insights.model import Evidence, FindingDraft, Fix, Observation, SubjectHistory
+from forwarder.insights.model import FindingDraft, Fix, Observation, SubjectHistory
 from forwarder.insights.rules import common as C
 from forwarder.insights.rules import register
 from forwarder.model import Kind
@@ -85,11 +85,10 @@ class Deadlocks:
             severity="critical" if count >= CRITICAL_COUNT else "warning",
             title=f"{C.plural(count, 'deadlock')}{' on ' + ', '.join(rels) if rels else ''}",
             summary="\n".join(lines),
-            evidence=Evidence(
-                window_from_us=C.first_seen_us(history, from_us),
-                window_to_us=history.now_us,
-                count=count,
-                line_ids=history.line_ids,
+            evidence=C.evidence(
+                history,
+                from_us,
+                count,
                 facts={"count": count, "statements": statements, "relations": rels},
             ),
             fixes=(ORDER_FIX,),

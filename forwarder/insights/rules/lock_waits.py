@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Final
 
-from forwarder.insights.model import Evidence, FindingDraft, Fix, Observation, SubjectHistory
+from forwarder.insights.model import FindingDraft, Fix, Observation, SubjectHistory
 from forwarder.insights.rules import common as C
 from forwarder.insights.rules import register
 from forwarder.model import Kind
@@ -89,11 +89,10 @@ class LockWaits:
             severity="critical" if longest >= CRITICAL_WAIT_MS else "warning",
             title=f"Lock waits{' on ' + relation if relation else ''} (up to {longest / 1000:.1f} s)",
             summary="\n".join(lines),
-            evidence=Evidence(
-                window_from_us=C.first_seen_us(history, from_us),
-                window_to_us=history.now_us,
-                count=count,
-                line_ids=history.line_ids,
+            evidence=C.evidence(
+                history,
+                from_us,
+                count,
                 facts={
                     "count": count,
                     "max_wait_ms": round(longest, 3),

@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Final
 
-from forwarder.insights.model import Evidence, FindingDraft, Fix, Observation, SqlPart, SubjectHistory
+from forwarder.insights.model import FindingDraft, Fix, Observation, SqlPart, SubjectHistory
 from forwarder.insights.rules import common as C
 from forwarder.insights.rules import register
 from forwarder.model import Kind
@@ -121,11 +121,10 @@ class TempFiles:
             severity="warning" if count >= WARNING_FILES or largest >= WARNING_BYTES else "info",
             title=f"Temporary files for {user} in {database}",
             summary="\n".join(lines),
-            evidence=Evidence(
-                window_from_us=C.first_seen_us(history, from_us),
-                window_to_us=history.now_us,
-                count=count,
-                line_ids=history.line_ids,
+            evidence=C.evidence(
+                history,
+                from_us,
+                count,
                 facts={
                     "files": count,
                     "total_bytes": int(total),

@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Final
 
-from forwarder.insights.model import Evidence, FindingDraft, Fix, Observation, SubjectHistory
+from forwarder.insights.model import FindingDraft, Fix, Observation, SubjectHistory
 from forwarder.insights.rules import common as C
 from forwarder.insights.rules import register
 from forwarder.model import Kind
@@ -128,11 +128,10 @@ class Wraparound:
             severity="critical",
             title="Transaction ID wraparound" + (f" in {database}" if database else " is near"),
             summary="\n".join(lines),
-            evidence=Evidence(
-                window_from_us=C.first_seen_us(history, from_us),
-                window_to_us=history.now_us,
-                count=count,
-                line_ids=history.line_ids,
+            evidence=C.evidence(
+                history,
+                from_us,
+                count,
                 facts=facts,
             ),
             fixes=tuple(fixes),
