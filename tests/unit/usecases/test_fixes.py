@@ -10,20 +10,12 @@ from typing import Any
 import pytest
 
 from forwarder.config import DatabaseConfig, DatabaseConnectionConfig
-from forwarder.insights.model import Evidence, Finding, Fix, Needs, SqlPart
+from forwarder.insights.model import Evidence, Finding, Fix, Needs
 from forwarder.usecases import fixes as cases
 from forwarder.usecases.destinations import Actor
+from tests.unit.api.findings import WAL_FIX
 
 ACTOR = Actor("default", "key:k1")
-WAL_FIX = Fix(
-    fix_id="raise_max_wal_size",
-    label="Raise max_wal_size to 4GB",
-    statement=(SqlPart(text="ALTER SYSTEM SET max_wal_size = "), SqlPart(literal="4GB")),
-    risk="low",
-    applies_to="server",
-    needs="reload",
-    setting="max_wal_size",
-)
 
 
 def _finding(*fixes: Fix) -> Finding:
