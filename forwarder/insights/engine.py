@@ -258,9 +258,7 @@ class Insights:
 
     async def _known_databases(self, codes: set[int]) -> None:
         if codes - self._db_ids.keys():
-            self._db_ids = await self._store.read(
-                lambda c: dict(c.execute("SELECT code, id FROM databases").fetchall())
-            )
+            self._db_ids = {code: db_id for db_id, code in (await self._store.database_codes()).items()}
 
     # --- reading --------------------------------------------------------------------------------
 

@@ -133,7 +133,6 @@ def _merge_names(old: str, new: str) -> str:
 
 # --- reading --------------------------------------------------------------------------------
 
-Sort = str  # one of SORTS
 SORTS: Final = {
     "total": "total_ms DESC",
     "calls": "calls DESC",
@@ -147,7 +146,6 @@ SORTS: Final = {
 class QueryStats:
     """A query over a window."""
 
-    database_code: int
     fingerprint: str
     text: str
     calls: int
@@ -253,7 +251,6 @@ def _stats(conn: sqlite3.Connection, db: int, fp: str, from_us: int | None, to_u
         ).fetchall()
     )
     return QueryStats(
-        database_code=db,
         fingerprint=fp,
         text=text,
         calls=calls,
