@@ -106,6 +106,10 @@ class Insights:
         loop = asyncio.get_running_loop()
         while True:
             try:
+                # Checked first: under a steady stream of lines there is always a next batch.
+                if self._clock.monotonic() >= next_sweep:
+                    await self.sweep()
+                    next_sweep = self._clock.monotonic() + SWEEP_SECONDS
                 started = loop.time()
                 if await self.step():
                     if self._store.append_rate() > BACKLOG_LINES_PER_SECOND:
@@ -115,9 +119,6 @@ class Insights:
                         spent = loop.time() - started
                         await asyncio.sleep(spent * (1 - BUSY_SHARE) / BUSY_SHARE)
                     continue
-                if self._clock.monotonic() >= next_sweep:
-                    await self.sweep()
-                    next_sweep = self._clock.monotonic() + SWEEP_SECONDS
                 remaining = max(0.0, next_sweep - self._clock.monotonic())
                 with contextlib.suppress(TimeoutError):
                     await with_timeout(self._clock, self._store.stored_after(self.cursor), remaining)

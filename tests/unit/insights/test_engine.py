@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -119,3 +121,31 @@ async def test_lines_of_other_kinds_and_databases_are_skipped_and_each_line_is_c
     await engine.insights.catch_up()  # nothing new: counts stay
     ((finding, _),) = await engine.insights.findings(engine.identity.code, None, None, 10)
     assert finding.evidence.count == 3
+
+
+async def test_sweeps_keep_their_schedule_under_a_steady_stream_of_lines(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sweeps: list[float] = []
+
+    async def always_more() -> bool:  # a batch after every batch, as under a steady stream
+        await asyncio.sleep(0)
+        return True
+
+    async def sweep() -> None:
+        sweeps.append(engine.clock.monotonic())
+
+    monkeypatch.setattr(engine.insights, "step", always_more)
+    monkeypatch.setattr(engine.insights, "sweep", sweep)
+    task = asyncio.create_task(engine.insights.run())
+    try:
+        for n in (1, 2, 3):
+            async with asyncio.timeout(5):
+                while len(sweeps) < n:
+                    await asyncio.sleep(0)
+            engine.clock.advance(SWEEP_SECONDS)
+        assert sweeps == [0.0, SWEEP_SECONDS, 2 * SWEEP_SECONDS]  # the fake clock's monotonic time
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
