@@ -26,6 +26,17 @@ ROUTES = [
     ("PATCH", "/v1/databases/main/logs/settings", {"full_text": False}),
 ]
 
+
+def role_headers(api: Api, role: str) -> dict[str, str]:
+    """The Authorization header of each role of the matrix (none: no header)."""
+    return {
+        "none": {},
+        "unknown": api.auth("fwd_000000000000_not-a-real-key"),
+        "read-only": api.auth(api.read_only),
+        "read-write": api.auth(api.read_write),
+    }[role]
+
+
 EXPECTED = {
     # role: status for a read (GET), status for a write (PATCH)
     "none": (401, 401),
@@ -57,12 +68,7 @@ async def test_destination_route_answers_by_role(
     ) as resp:
         assert resp.status == 201
         dest_id = (await resp.json())["id"]
-    headers = {
-        "none": {},
-        "unknown": api.auth("fwd_000000000000_not-a-real-key"),
-        "read-only": api.auth(api.read_only),
-        "read-write": api.auth(api.read_write),
-    }[role]
+    headers = role_headers(api, role)
     expected = {"none": 401, "unknown": 401, "read-only": ok if method == "GET" else 403, "read-write": ok}[role]
     async with api.session.request(method, api.url(path.format(id=dest_id)), json=body, headers=headers) as resp:
         assert resp.status == expected, await resp.text()
@@ -82,12 +88,7 @@ async def test_finding_route_answers_by_role(
 ) -> None:
     assert api.daemon._ctx is not None
     api.daemon._ctx.findings = OneFinding()
-    headers = {
-        "none": {},
-        "unknown": api.auth("fwd_000000000000_not-a-real-key"),
-        "read-only": api.auth(api.read_only),
-        "read-write": api.auth(api.read_write),
-    }[role]
+    headers = role_headers(api, role)
     expected = {"none": 401, "unknown": 401, "read-only": ok if method == "GET" else 403, "read-write": ok}[role]
     async with api.session.request(method, api.url(path), json=body, headers=headers) as resp:
         assert resp.status == expected, await resp.text()
@@ -96,12 +97,7 @@ async def test_finding_route_answers_by_role(
 @pytest.mark.parametrize(("method", "path", "body"), ROUTES)
 @pytest.mark.parametrize("role", list(EXPECTED))
 async def test_route_answers_by_role(api: Api, method: str, path: str, body: object, role: str) -> None:
-    headers = {
-        "none": {},
-        "unknown": api.auth("fwd_000000000000_not-a-real-key"),
-        "read-only": api.auth(api.read_only),
-        "read-write": api.auth(api.read_write),
-    }[role]
+    headers = role_headers(api, role)
     async with api.session.request(method, api.url(path), json=body, headers=headers) as resp:
         expected = EXPECTED[role][0 if method == "GET" else 1]
         assert resp.status == expected, await resp.text()
@@ -162,11 +158,6 @@ async def test_an_alert_answers_by_role(api: Api, role: str) -> None:
             (alert_id,),
         )
     )
-    headers = {
-        "none": {},
-        "unknown": api.auth("fwd_000000000000_not-a-real-key"),
-        "read-only": api.auth(api.read_only),
-        "read-write": api.auth(api.read_write),
-    }[role]
+    headers = role_headers(api, role)
     async with api.session.get(api.url(f"/v1/alerts/{alert_id}"), headers=headers) as resp:
         assert resp.status == EXPECTED[role][0], await resp.text()
