@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import BinaryIO, Final, Literal
 
 from forwarder import metrics
 from forwarder.clock import Clock
@@ -62,7 +62,7 @@ IDLE_CLOSE_SECONDS = 300  # an older file unchanged this long gives its descript
 SourceState = Literal["starting", "reading", "disabled", "no_file", "permission_denied", "format_mismatch", "error"]
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class SourceStatus:
     """What the overview shows about a database's log reading."""
 
@@ -70,6 +70,9 @@ class SourceStatus:
     file: str | None = None
     reason: str | None = None
     skipped: tuple[Skipped, ...] = ()  # entries matching the glob that are not read
+
+
+DISABLED: Final = SourceStatus("disabled", None, "log reading is disabled in the settings")
 
 
 @dataclass(slots=True)
@@ -201,7 +204,9 @@ class DatabaseFollower:
 
     @property
     def status(self) -> SourceStatus:
-        return self._status
+        # Disabled from the moment the setting says so: a poll that was under way when the reader was
+        # disabled still ends by recording what it read, and must not show "reading" meanwhile.
+        return DISABLED if not self.enabled else self._status
 
     @status.setter
     def status(self, value: SourceStatus) -> None:
@@ -243,7 +248,7 @@ class DatabaseFollower:
                 if self.enabled:
                     await self.poll_or_start_over()
                 else:
-                    self.status = SourceStatus("disabled", None, "log reading is disabled in the settings")
+                    self.status = DISABLED
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.db.log.poll_interval_seconds)

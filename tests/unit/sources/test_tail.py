@@ -155,6 +155,20 @@ async def test_disabled_reads_nothing_and_enabling_resumes(store: Store, tmp_pat
     assert [orjson.loads(d)["statement"] for d in page.docs] == ["SELECT * FROM t2", "SELECT * FROM t1"]
 
 
+async def test_the_status_says_disabled_as_soon_as_reading_is_disabled(store: Store, tmp_path: Path) -> None:
+    log = tmp_path / "pg.log"
+    log.write_bytes(entry(1))
+    f = await follower(store, str(log))
+    await f.poll()
+    assert f.status.state == "reading"
+    f.apply_settings(enabled=False, full_text=False)
+    assert f.status.state == "disabled"  # before the reader's loop comes round
+    await f.poll()  # a poll under way when the setting changed ends as it began
+    assert f.status.state == "disabled"
+    f.apply_settings(enabled=True, full_text=False)
+    assert f.status.state == "reading"
+
+
 async def test_a_stop_in_the_middle_of_a_backlog_stores_whole_entries_and_the_rest_follows(
     store: Store, tmp_path: Path
 ) -> None:
