@@ -55,6 +55,8 @@ GAUGES = {
     "forwarder_destination_oldest_undelivered_age_seconds",
     "forwarder_destination_consecutive_failures",
     "forwarder_destination_last_success_timestamp_seconds",
+    "forwarder_alerts",
+    "forwarder_insights_lag_lines",
     "process_resident_memory_bytes",
     "process_open_fds",
     "process_start_time_seconds",
