@@ -5,7 +5,6 @@ Each alert carries `href`, its path among this daemon's pages, for the pages and
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Final, get_args
 
 from aiohttp import web
@@ -14,14 +13,23 @@ from pydantic.json_schema import SkipJsonSchema
 
 from forwarder.api.context import CONTEXT
 from forwarder.api.errors import ApiError
-from forwarder.api.logs import DEFAULT_LIMIT, LimitParam, NoQuery, QueryValue, Time, _send, parse_query
+from forwarder.api.logs import (
+    DEFAULT_LIMIT,
+    HEX_ID,
+    LimitParam,
+    NoQuery,
+    QueryValue,
+    Time,
+    _send,
+    hex_path_id,
+    parse_query,
+)
 from forwarder.insights.alerts import AlertInstance, get_instance, list_instances
 from forwarder.insights.model import AlertState, Severity
 from forwarder.model import format_time
 
 routes = web.RouteTableDef()
 
-ALERT_ID: Final = re.compile(r"[0-9a-f]{16}")
 STATES: Final[tuple[AlertState, ...]] = get_args(AlertState)
 
 
@@ -48,7 +56,7 @@ class AlertsQuery(BaseModel):
 class AlertView(BaseModel):
     """An alert: a rule of the config firing (or having fired) for one database."""
 
-    id: str = Field(pattern=f"^{ALERT_ID.pattern}$", description="16 hex digits; a rule firing again is a new alert.")
+    id: str = Field(pattern=f"^{HEX_ID.pattern}$", description="16 hex digits; a rule firing again is a new alert.")
     rule: str = Field(description="The id of the `[[alerts]]` rule.")
     database_id: str
     state: AlertState = Field(description="`firing` while the count reaches the threshold, then `resolved`.")
@@ -103,13 +111,8 @@ async def list_alerts(request: web.Request) -> web.Response:
 async def get_alert(request: web.Request) -> web.Response:
     """One alert."""
     parse_query(request, NoQuery)
-    alert_id = request.match_info["alert_id"]
-    # Not the shape of an id: no such alert either (the text shown is cut, it is the caller's).
-    found = (
-        await request.app[CONTEXT].store.read(lambda c: get_instance(c, alert_id))
-        if ALERT_ID.fullmatch(alert_id)
-        else None
-    )
+    alert_id = hex_path_id(request, "alert_id", "alert")
+    found = await request.app[CONTEXT].store.read(lambda c: get_instance(c, alert_id))
     if found is None:
         raise ApiError(404, "not_found", f"no alert with id {alert_id[:40]!r}")
     return _send(alert_view(found))

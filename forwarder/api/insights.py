@@ -15,6 +15,7 @@ from pydantic.json_schema import SkipJsonSchema
 from forwarder.api.context import CONTEXT
 from forwarder.api.errors import ApiError
 from forwarder.api.logs import (
+    HEX_ID,
     LINE_ID_PATTERN,
     LimitParam,
     NoQuery,
@@ -23,6 +24,7 @@ from forwarder.api.logs import (
     TimeParam,
     _database,
     _send,
+    hex_path_id,
     parse_query,
 )
 from forwarder.insights.engine import Insights
@@ -33,16 +35,7 @@ from forwarder.model import format_time
 
 routes = web.RouteTableDef()
 
-ID_PATTERN: Final = "^[0-9a-f]{16}$"
-
-
-def _hex_id(raw: str) -> str:
-    if len(raw) != 16 or any(c not in "0123456789abcdef" for c in raw):
-        raise ValueError("must be 16 lowercase hex digits")
-    return raw
-
-
-HexId = Annotated[str, QueryValue(_hex_id, {"type": "string", "pattern": ID_PATTERN})]
+ID_PATTERN: Final = f"^{HEX_ID.pattern}$"
 Status = Annotated[
     FindingStatus,
     QueryValue(lambda raw: _choice(raw, ("open", "resolved")), {"type": "string", "enum": ["open", "resolved"]}),
@@ -280,14 +273,6 @@ def _insights(request: web.Request) -> Insights:
     return insights
 
 
-def _path_id(request: web.Request, name: str, what: str) -> str:
-    raw = request.match_info[name]
-    try:
-        return _hex_id(raw)
-    except ValueError:
-        raise ApiError(404, "not_found", f"no {what} with id {raw[:40]!r}") from None
-
-
 # --- handlers --------------------------------------------------------------------------------
 
 
@@ -305,7 +290,7 @@ async def get_finding(request: web.Request) -> web.Response:
     """One finding."""
     db = _database(request)
     parse_query(request, NoQuery)
-    fid = _path_id(request, "finding_id", "finding")
+    fid = hex_path_id(request, "finding_id", "finding")
     found = await _insights(request).finding_with_gone(db.identity.code, fid)
     if found is None:
         raise ApiError(404, "not_found", f"no finding with id {fid!r} on database {db.config.id!r}")
@@ -326,7 +311,7 @@ async def get_query(request: web.Request) -> web.Response:
     """One query with its 5-minute time series."""
     db = _database(request)
     params = parse_query(request, QueryWindow)
-    qid = _path_id(request, "query_id", "query")
+    qid = hex_path_id(request, "query_id", "query")
     found = await _insights(request).query(db.identity.code, qid, params.from_, params.to)
     if found is None:
         raise ApiError(404, "not_found", f"no query with id {qid!r} on database {db.config.id!r}")

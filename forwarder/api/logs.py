@@ -56,6 +56,15 @@ MAX_ID: Final = (1 << 63) - 1
 routes = web.RouteTableDef()
 
 
+def hex_path_id(request: web.Request, name: str, what: str) -> str:
+    """The path parameter `name`, a 16-hex-digit id; anything else names no `what`: 404."""
+    raw = request.match_info[name]
+    if not HEX_ID.fullmatch(raw):
+        # The text shown is cut: it is the caller's.
+        raise ApiError(404, "not_found", f"no {what} with id {raw[:40]!r}")
+    return raw
+
+
 def _database(request: web.Request) -> DatabaseView:
     ref = request.match_info["ref"]
     db = request.app[CONTEXT].databases.find(ref)
@@ -127,7 +136,7 @@ def _time(raw: str) -> int:
 
 
 def _group(raw: str) -> int:
-    if not GROUP_ID.fullmatch(raw):
+    if not HEX_ID.fullmatch(raw):
         raise ValueError("must be a group id from the groups endpoint (16 hex digits)")
     return parse_group_id(raw)
 
@@ -144,10 +153,11 @@ def _kinds(raw: list[str]) -> frozenset[Kind]:
 
 KIND_NAMES: Final = (*KINDS, *KIND_ALIASES)
 MAX_KIND_NAME: Final = max(map(len, KIND_NAMES))
-GROUP_ID: Final = re.compile(r"[0-9a-f]{16}")
+# Group, finding, query and alert ids: 16 lowercase hex digits (a 64-bit hash).
+HEX_ID: Final = re.compile(r"[0-9a-f]{16}")
 LineIdParam = Annotated[int, QueryValue(_line_id, {"type": "string", "pattern": "^[0-9]{1,18}$"})]
 TimeParam = Annotated[int, QueryValue(_time, {"type": "string", "format": "date-time"})]
-GroupParam = Annotated[int, QueryValue(_group, {"type": "string", "pattern": f"^{GROUP_ID.pattern}$"})]
+GroupParam = Annotated[int, QueryValue(_group, {"type": "string", "pattern": f"^{HEX_ID.pattern}$"})]
 KindsParam = Annotated[
     frozenset[Kind], QueryValue(_kinds, {"type": "array", "items": {"type": "string", "enum": list(KIND_NAMES)}})
 ]
@@ -278,7 +288,7 @@ class LogPage(BaseModel):
 class LogGroup(BaseModel):
     """A repeated message: lines of one kind with the same text, numbers aside."""
 
-    group: str = Field(pattern=f"^{GROUP_ID.pattern}$", description="Pass it as the listing's `group`.")
+    group: str = Field(pattern=f"^{HEX_ID.pattern}$", description="Pass it as the listing's `group`.")
     kind: Kind
     count: int = Field(ge=1)
     first_time: Time
