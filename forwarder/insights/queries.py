@@ -175,36 +175,40 @@ class SeriesPoint:
     errors: int
 
 
+# A query's sums over the buckets of a window: (fingerprint, calls, total, min, max, errors, mean).
+_SUMS: Final = """
+    SELECT fingerprint, sum(calls) AS calls, sum(total_ms) AS total_ms, min(min_ms) AS min_ms,
+           max(max_ms) AS max_ms, sum(errors) AS errors,
+           CASE WHEN sum(calls) > 0 THEN sum(total_ms) / sum(calls) ELSE 0 END AS mean_ms
+    FROM insight_query_buckets
+    WHERE db = ? AND start_us >= ? AND start_us < ? {and_fingerprint}
+    GROUP BY fingerprint
+"""
+
+
 def top(
     conn: sqlite3.Connection, db: int, from_us: int | None, to_us: int | None, sort: str, limit: int
 ) -> list[QueryStats]:
     """The queries of a database with buckets in [from_us, to_us), ordered by `sort`, at most `limit`.
 
     A bucket belongs to the window when its start does: the window is in whole 5-minute buckets."""
-    order = SORTS[sort]
     rows = conn.execute(
-        f"""
-        SELECT fingerprint, sum(calls) AS calls, sum(total_ms) AS total_ms, max(max_ms) AS max_ms,
-               sum(errors) AS errors,
-               CASE WHEN sum(calls) > 0 THEN sum(total_ms) / sum(calls) ELSE 0 END AS mean_ms
-        FROM insight_query_buckets
-        WHERE db = ? AND start_us >= ? AND start_us < ?
-        GROUP BY fingerprint
-        ORDER BY {order}, fingerprint
-        LIMIT ?
-        """,
+        _SUMS.format(and_fingerprint="") + f" ORDER BY {SORTS[sort]}, fingerprint LIMIT ?",
         (db, _lo(from_us), _hi(to_us), limit),
     ).fetchall()
-    return [_stats(conn, db, fp, from_us, to_us) for fp, *_ in rows]
+    return [_stats(conn, db, row, from_us, to_us) for row in rows]
 
 
 def one(
     conn: sqlite3.Connection, db: int, fingerprint: str, from_us: int | None, to_us: int | None
 ) -> QueryStats | None:
-    """One query over the window (None when the database never ran it)."""
-    if conn.execute("SELECT 1 FROM insight_queries WHERE db = ? AND fingerprint = ?", (db, fingerprint)).fetchone():
-        return _stats(conn, db, fingerprint, from_us, to_us)
-    return None
+    """One query over the window (None when the database never ran it; zeros when not in the window)."""
+    if not conn.execute("SELECT 1 FROM insight_queries WHERE db = ? AND fingerprint = ?", (db, fingerprint)).fetchone():
+        return None
+    row = conn.execute(
+        _SUMS.format(and_fingerprint="AND fingerprint = ?"), (db, _lo(from_us), _hi(to_us), fingerprint)
+    ).fetchone()
+    return _stats(conn, db, row or (fingerprint, 0, 0.0, None, 0.0, 0, 0), from_us, to_us)
 
 
 def series(
@@ -230,19 +234,17 @@ def _hi(to_us: int | None) -> int:
     return 1 << 62 if to_us is None else to_us
 
 
-def _stats(conn: sqlite3.Connection, db: int, fp: str, from_us: int | None, to_us: int | None) -> QueryStats:
+def _stats(
+    conn: sqlite3.Connection, db: int, sums: tuple[Any, ...], from_us: int | None, to_us: int | None
+) -> QueryStats:
+    """A query's stats from its window's sums (a row of _SUMS), its description and its histogram."""
+    fp, calls, total_ms, min_ms, max_ms, errors, _ = sums
     text, first_us, last_us, example_id, users, apps = conn.execute(
         "SELECT text, first_us, last_us, example_id, users, applications FROM insight_queries"
         " WHERE db = ? AND fingerprint = ?",
         (db, fp),
     ).fetchone()
     window = (db, fp, _lo(from_us), _hi(to_us))
-    calls, total_ms, min_ms, max_ms, errors = conn.execute(
-        "SELECT coalesce(sum(calls), 0), coalesce(sum(total_ms), 0), min(min_ms), coalesce(max(max_ms), 0),"
-        " coalesce(sum(errors), 0) FROM insight_query_buckets"
-        " WHERE db = ? AND fingerprint = ? AND start_us >= ? AND start_us < ?",
-        window,
-    ).fetchone()
     bins = dict(
         conn.execute(
             "SELECT bin, sum(count) FROM insight_query_bins"

@@ -444,10 +444,6 @@ class Store:
         its own tables (schema migration 4): never lines, destinations or settings."""
         return await self._write(fn)
 
-    @property
-    def clock(self) -> Clock:
-        return self._clock
-
     def append_rate(self) -> float:
         """Lines appended per second over the last APPEND_RATE_SECONDS (event-loop time): a backlog
         being stored shows as a high rate, and background work (insights) then yields to it."""
