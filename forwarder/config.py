@@ -267,6 +267,15 @@ class InsightsConfig(_Section):
     )
 
 
+class WebConfig(_Section):
+    """The web pages under /ui/ (docs/web.md)."""
+
+    enabled: bool = Field(True, description="Serve the pages under /ui/ on the API's port.")
+    session_hours: float = Field(
+        12.0, gt=0, le=24 * 30, description="A sign-in lasts this long; then the key is asked for again."
+    )
+
+
 class DestinationFilterConfig(_Section):
     """Which lines a config-declared destination receives; empty lists mean everything."""
 
@@ -386,6 +395,7 @@ class Config(BaseSettings):
     ingest: IngestConfig = IngestConfig()
     delivery: DeliveryConfig = DeliveryConfig()
     insights: InsightsConfig = InsightsConfig()
+    web: WebConfig = WebConfig()
     databases: list[DatabaseConfig] = Field(default_factory=list)
     destinations: list[DestinationConfig] = Field(default_factory=list)
     alerts: list[AlertRuleConfig] = Field(default_factory=list)

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from forwarder.api.auth import PRINCIPAL
 from forwarder.api.context import CONTEXT
 from forwarder.api.errors import ApiError, ErrorDetail, json_response
-from forwarder.api.logs import _database, read_json_object, validation_error
+from forwarder.api.logs import database_of, read_json_object, validation_error
 from forwarder.usecases import fixes as cases
 from forwarder.usecases.destinations import Actor
 
@@ -60,7 +60,7 @@ class FixNotApplied(BaseModel):
 async def apply_fix(request: web.Request) -> web.Response:
     """Apply one fix of one of the database's findings through the operator's connection."""
     ctx = request.app[CONTEXT]
-    db = _database(request)
+    db = database_of(request)
     data = await read_json_object(request)
     try:
         body = FixBody.model_validate(data)

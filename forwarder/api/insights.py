@@ -22,8 +22,8 @@ from forwarder.api.logs import (
     QueryValue,
     Time,
     TimeParam,
-    _database,
     _send,
+    database_of,
     hex_path_id,
     parse_query,
 )
@@ -279,7 +279,7 @@ def _insights(request: web.Request) -> Insights:
 @routes.get("/v1/databases/{ref}/findings")
 async def list_findings(request: web.Request) -> web.Response:
     """The database's findings (`status=open`: the current ones), newest `last_seen` first."""
-    db = _database(request)
+    db = database_of(request)
     params = parse_query(request, FindingsQuery)
     found = await _insights(request).findings(db.identity.code, params.status, params.from_, params.limit)
     return _send(FindingList(findings=[finding_view(f, gone) for f, gone in found]))
@@ -288,7 +288,7 @@ async def list_findings(request: web.Request) -> web.Response:
 @routes.get("/v1/databases/{ref}/findings/{finding_id}")
 async def get_finding(request: web.Request) -> web.Response:
     """One finding."""
-    db = _database(request)
+    db = database_of(request)
     parse_query(request, NoQuery)
     fid = hex_path_id(request, "finding_id", "finding")
     found = await _insights(request).finding_with_gone(db.identity.code, fid)
@@ -300,7 +300,7 @@ async def get_finding(request: web.Request) -> web.Response:
 @routes.get("/v1/databases/{ref}/queries")
 async def list_queries(request: web.Request) -> web.Response:
     """Statements by fingerprint over the window, ordered by `sort`."""
-    db = _database(request)
+    db = database_of(request)
     params = parse_query(request, QueriesQuery)
     found = await _insights(request).queries(db.identity.code, params.from_, params.to, params.sort, params.limit)
     return _send(QueryList(queries=[QueryView(**_query_fields(db.config.id, q)) for q in found]))
@@ -309,7 +309,7 @@ async def list_queries(request: web.Request) -> web.Response:
 @routes.get("/v1/databases/{ref}/queries/{query_id}")
 async def get_query(request: web.Request) -> web.Response:
     """One query with its 5-minute time series."""
-    db = _database(request)
+    db = database_of(request)
     params = parse_query(request, QueryWindow)
     qid = hex_path_id(request, "query_id", "query")
     found = await _insights(request).query(db.identity.code, qid, params.from_, params.to)

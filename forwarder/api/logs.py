@@ -25,8 +25,8 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue, SkipJsonSchema
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
-from forwarder.api.auth import PRINCIPAL
-from forwarder.api.context import CONTEXT, DatabaseView
+from forwarder.api.auth import PRINCIPAL, Principal
+from forwarder.api.context import CONTEXT, ApiContext, DatabaseView
 from forwarder.api.errors import ApiError, bad_body, bad_parameter, json_response, raw_json_response
 from forwarder.config import LogFormat
 from forwarder.model import (
@@ -65,7 +65,7 @@ def hex_path_id(request: web.Request, name: str, what: str) -> str:
     return raw
 
 
-def _database(request: web.Request) -> DatabaseView:
+def database_of(request: web.Request) -> DatabaseView:
     ref = request.match_info["ref"]
     db = request.app[CONTEXT].databases.find(ref)
     if db is None:
@@ -391,7 +391,7 @@ def _send(model: BaseModel, status: int = 200) -> web.Response:
 async def list_logs(request: web.Request) -> web.Response:
     """Lines newest first; with `after`, the lines right after it (live tail, no gaps)."""
     ctx = request.app[CONTEXT]
-    db = _database(request)
+    db = database_of(request)
     params = parse_query(request, LogsQuery)
     if params.wait_seconds and params.after is None:
         raise bad_parameter("wait_seconds", "only works together with `after`")
@@ -422,7 +422,7 @@ async def list_logs(request: web.Request) -> web.Response:
 async def list_groups(request: web.Request) -> web.Response:
     """Repeated messages over the last 24 hours, or since `from`; most frequent first."""
     ctx = request.app[CONTEXT]
-    db = _database(request)
+    db = database_of(request)
     params = parse_query(request, GroupsQuery)
     now_us = int(ctx.clock.now() * 1_000_000)
     from_us = now_us - DAY_US if params.from_ is None else params.from_
@@ -446,39 +446,41 @@ async def list_groups(request: web.Request) -> web.Response:
     return raw_json_response(head + b',"groups":[' + b",".join(parts) + b"]}")
 
 
-@routes.get("/v1/databases/{ref}/logs/overview")
-async def overview(request: web.Request) -> web.Response:
-    """Settings, where the log is read from (or why not), 24-hour counts, retention, today's usage."""
-    ctx = request.app[CONTEXT]
-    db = _database(request)
-    parse_query(request, NoQuery)
+async def overview_of(ctx: ApiContext, db: DatabaseView) -> LogOverview:
+    """A database's overview (the API's and the overview page's)."""
     settings = await ctx.store.get_settings(db.config.id) or DatabaseSettings(db.config.enabled, db.config.full_text)
     now = ctx.clock.now()
     now_us = int(now * 1_000_000)
     day = day_of(now)
     numbers = await ctx.store.overview_numbers(db.identity.code, now_us - DAY_US, day)
     source = db.source_status()
-    return _send(
-        LogOverview(
-            database=DatabaseRef(id=db.config.id, name=db.config.name, host=db.config.host),
-            settings=LogSettings(enabled=settings.enabled, full_text=settings.full_text),
-            source=SourceStatus(
-                path=db.config.log.path,
-                format=db.config.log.format,
-                state=source.state,
-                file=source.file,
-                reason=source.reason,
-            ),
-            counts_24h=numbers.counts,
-            retention=Retention(
-                days=ctx.config.store.retention_days,
-                max_bytes=ctx.config.store.max_bytes,
-                store_bytes=numbers.used_bytes,
-                oldest_time=format_time(numbers.oldest_us) if numbers.oldest_us is not None else None,
-            ),
-            usage_today=UsageToday(day=day, lines=numbers.usage_lines, bytes=numbers.usage_bytes),
-        )
+    return LogOverview(
+        database=DatabaseRef(id=db.config.id, name=db.config.name, host=db.config.host),
+        settings=LogSettings(enabled=settings.enabled, full_text=settings.full_text),
+        source=SourceStatus(
+            path=db.config.log.path,
+            format=db.config.log.format,
+            state=source.state,
+            file=source.file,
+            reason=source.reason,
+        ),
+        counts_24h=numbers.counts,
+        retention=Retention(
+            days=ctx.config.store.retention_days,
+            max_bytes=ctx.config.store.max_bytes,
+            store_bytes=numbers.used_bytes,
+            oldest_time=format_time(numbers.oldest_us) if numbers.oldest_us is not None else None,
+        ),
+        usage_today=UsageToday(day=day, lines=numbers.usage_lines, bytes=numbers.usage_bytes),
     )
+
+
+@routes.get("/v1/databases/{ref}/logs/overview")
+async def overview(request: web.Request) -> web.Response:
+    """Settings, where the log is read from (or why not), 24-hour counts, retention, today's usage."""
+    db = database_of(request)
+    parse_query(request, NoQuery)
+    return _send(await overview_of(request.app[CONTEXT], db))
 
 
 # Optional, but never null (see SettingsPatch._given); a plain Optional keeps errors at the field's name.
@@ -523,11 +525,26 @@ def validation_error(exc: ValidationError, within: str = "") -> ApiError:
     return bad_body(name, message)
 
 
+async def change_settings(
+    ctx: ApiContext, db: DatabaseView, patch: SettingsPatch, principal: Principal
+) -> DatabaseSettings:
+    """Change a database's settings (audited); its reader takes them at once. The one use case
+    behind the API's PATCH and the overview page's switches."""
+    current = await ctx.store.get_settings(db.config.id) or DatabaseSettings(db.config.enabled, db.config.full_text)
+    new = DatabaseSettings(
+        enabled=current.enabled if patch.enabled is None else patch.enabled,
+        full_text=current.full_text if patch.full_text is None else patch.full_text,
+    )
+    await ctx.store.put_settings(db.config.id, new, org=principal.org, actor=principal.actor)
+    ctx.databases.apply_settings(db.config.id, new)
+    return new
+
+
 @routes.patch("/v1/databases/{ref}/logs/settings")
 async def patch_settings(request: web.Request) -> web.Response:
     """Change `enabled` and/or `full_text`; the reader takes them at once."""
     ctx = request.app[CONTEXT]
-    db = _database(request)
+    db = database_of(request)
     parse_query(request, NoQuery)
     data = await read_json_object(request)
     try:
@@ -536,29 +553,25 @@ async def patch_settings(request: web.Request) -> web.Response:
         raise validation_error(exc) from None
     if patch.enabled is None and patch.full_text is None:
         raise bad_body("", "give at least one of `enabled`, `full_text`")
-    current = await ctx.store.get_settings(db.config.id) or DatabaseSettings(db.config.enabled, db.config.full_text)
-    new = DatabaseSettings(
-        enabled=current.enabled if patch.enabled is None else patch.enabled,
-        full_text=current.full_text if patch.full_text is None else patch.full_text,
-    )
-    principal = request[PRINCIPAL]
-    await ctx.store.put_settings(db.config.id, new, org=principal.org, actor=principal.actor)
-    ctx.databases.apply_settings(db.config.id, new)
+    new = await change_settings(ctx, db, patch, request[PRINCIPAL])
     return _send(LogSettings(enabled=new.enabled, full_text=new.full_text))
 
 
-@routes.get("/v1/databases")
-async def list_databases(request: web.Request) -> web.Response:
-    """The configured databases with their settings (an addition to SPEC, for clients)."""
-    ctx = request.app[CONTEXT]
-    parse_query(request, NoQuery)
+async def database_list(ctx: ApiContext) -> list[Database]:
+    """The configured databases with their settings (the API's list and the databases page)."""
     out = []
     for db in ctx.databases.all():
-        settings = await ctx.store.get_settings(db.config.id)
-        s = settings or DatabaseSettings(db.config.enabled, db.config.full_text)
+        s = await ctx.store.get_settings(db.config.id) or DatabaseSettings(db.config.enabled, db.config.full_text)
         out.append(
             Database(
                 id=db.config.id, name=db.config.name, host=db.config.host, enabled=s.enabled, full_text=s.full_text
             )
         )
-    return _send(DatabaseList(databases=out))
+    return out
+
+
+@routes.get("/v1/databases")
+async def list_databases(request: web.Request) -> web.Response:
+    """The configured databases with their settings (an addition to SPEC, for clients)."""
+    parse_query(request, NoQuery)
+    return _send(DatabaseList(databases=await database_list(request.app[CONTEXT])))

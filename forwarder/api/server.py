@@ -31,6 +31,9 @@ from forwarder.api.errors import ApiError, json_response
 from forwarder.api.openapi import openapi_document
 from forwarder.clock import Clock
 from forwarder.config import ServerConfig
+from forwarder.web import add_pages
+from forwarder.web.render import error_page, is_page
+from forwarder.web.session import page_middleware
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +46,16 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     try:
         return await handler(request)
     except ApiError as exc:
+        if is_page(request.path):
+            return error_page(request, exc.status, exc.message)
         return exc.response()
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
+        if is_page(request.path):
+            # A page answers in HTML: a wrong id is a 404 page, a refused form a 403 page.
+            text = "no such page" if exc.status == 404 else exc.reason
+            return error_page(request, exc.status, text)
         code = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large"}.get(exc.status, "http_error")
         message = {404: "no such endpoint", 405: f"method {request.method} is not allowed here"}.get(
             exc.status, exc.reason
@@ -57,6 +66,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return resp
     except Exception:
         log.exception("request failed", extra={"method": request.method, "path": request.path})
+        if is_page(request.path):
+            return error_page(request, 500, "internal error; see the daemon's log")
         return ApiError(500, "internal", "internal error; see the daemon's log").response()
 
 
@@ -115,7 +126,8 @@ async def openapi(request: web.Request) -> web.Response:
 
 def build_app(ctx: ApiContext) -> web.Application:
     """The aiohttp application serving `ctx`."""
-    app = web.Application(middlewares=[metrics_middleware, error_middleware, auth_middleware], client_max_size=1 << 20)
+    middlewares = [metrics_middleware, error_middleware, auth_middleware, page_middleware]
+    app = web.Application(middlewares=middlewares, client_max_size=1 << 20)
     app[CONTEXT] = ctx
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
@@ -126,6 +138,8 @@ def build_app(ctx: ApiContext) -> web.Application:
     app.router.add_routes(insights.routes)
     app.router.add_routes(fixes.routes)
     app.router.add_routes(alerts.routes)
+    if ctx.config.web.enabled:
+        add_pages(app)
     return app
 
 

@@ -303,6 +303,18 @@ def counts_by_kind(conn: sqlite3.Connection, db_code: int, from_us: int) -> dict
     return counts
 
 
+def hourly_counts_by_kind(conn: sqlite3.Connection, db_code: int, from_us: int) -> list[tuple[int, Kind, int]]:
+    """(hour start in µs, kind, lines) for each hour and kind with lines, time >= from; oldest first."""
+    rows = conn.execute(
+        """
+        SELECT time_us / 3600000000 AS hour, kind, count(*) FROM lines
+        WHERE db = ? AND time_us >= ? GROUP BY hour, kind ORDER BY hour
+        """,
+        (db_code, from_us),
+    ).fetchall()
+    return [(hour * 3_600_000_000, KINDS[kind], count) for hour, kind, count in rows]
+
+
 def _window(db_code: int, kinds: frozenset[Kind] | None, after_us: int, upto_us: int) -> tuple[str, list[object]]:
     """SQL (`FROM lines WHERE ...`) and its parameters for the lines of a database with time in
     (after_us, upto_us] and, unless `kinds` is None, one of `kinds`: the (db, time) or (db, kind)

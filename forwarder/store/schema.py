@@ -203,6 +203,18 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     -- One firing instance per rule and database.
     CREATE UNIQUE INDEX alert_instances_firing ON alert_instances (rule, database_id) WHERE state = 'firing';
     """,
+    # 5: sessions of the web pages (forwarder/web): a signed-in browser holds a random token in a
+    # cookie; only its hash is kept, with the key it stands for (a revoked key ends its sessions).
+    """
+    CREATE TABLE web_sessions (
+        hash        BLOB PRIMARY KEY,
+        key_id      TEXT NOT NULL,
+        csrf        TEXT NOT NULL,      -- the token every form of this session carries
+        created_at  INTEGER NOT NULL,
+        expires_at  INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX web_sessions_key ON web_sessions (key_id);
+    """,
 )
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)

@@ -180,6 +180,7 @@ def list_keys(conn: sqlite3.Connection) -> list[ApiKey]:
 
 def revoke_key(conn: sqlite3.Connection, key_id: str, now_us: int) -> bool:
     cur = conn.execute("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", (now_us, key_id))
+    conn.execute("DELETE FROM web_sessions WHERE key_id = ?", (key_id,))  # its sessions end with it
     return cur.rowcount == 1
 
 
@@ -195,6 +196,47 @@ def verify_key(conn: sqlite3.Connection, presented: str) -> ApiKey | None:
     if row is None or not hmac.compare_digest(row[7], _hash(presented)) or row[6] is not None:
         return None
     return _row_to_key(row[:7])
+
+
+# --- web sessions -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WebSession:
+    """A signed-in browser: the live key it stands for and the CSRF token of its forms."""
+
+    key: ApiKey
+    csrf: str
+    expires_at: int
+
+
+def create_session(conn: sqlite3.Connection, key_id: str, now_us: int, ttl_us: int) -> tuple[str, str]:
+    """A new session for key `key_id`: (token for the cookie, CSRF token). Only the token's hash is kept."""
+    token = secrets.token_urlsafe(32)
+    csrf = secrets.token_urlsafe(24)
+    conn.execute("DELETE FROM web_sessions WHERE expires_at <= ?", (now_us,))
+    conn.execute(
+        "INSERT INTO web_sessions (hash, key_id, csrf, created_at, expires_at) VALUES (?, ?, ?, ?, ?)",
+        (_hash(token), key_id, csrf, now_us, now_us + ttl_us),
+    )
+    return token, csrf
+
+
+def web_session(conn: sqlite3.Connection, token: str, now_us: int) -> WebSession | None:
+    """The live session of `token`: unexpired, and its key not revoked; else None."""
+    row = conn.execute(
+        """
+        SELECT k.id, k.name, k.role, k.org, k.created_at, k.last_used_at, k.revoked_at, s.csrf, s.expires_at
+        FROM web_sessions s JOIN api_keys k ON k.id = s.key_id
+        WHERE s.hash = ? AND s.expires_at > ? AND k.revoked_at IS NULL
+        """,
+        (_hash(token), now_us),
+    ).fetchone()
+    return None if row is None else WebSession(_row_to_key(row[:7]), row[7], row[8])
+
+
+def end_session(conn: sqlite3.Connection, token: str) -> None:
+    conn.execute("DELETE FROM web_sessions WHERE hash = ?", (_hash(token),))
 
 
 # --- audit ------------------------------------------------------------------------------------

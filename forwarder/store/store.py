@@ -23,7 +23,7 @@ from forwarder import metrics
 from forwarder.clock import Clock, with_timeout
 from forwarder.config import DatabaseConfig, StoreConfig
 from forwarder.logsetup import RepeatedFailureLog
-from forwarder.model import LogLine
+from forwarder.model import Kind, LogLine
 from forwarder.store import destinations as D
 from forwarder.store import lines as L
 from forwarder.store import schema
@@ -346,6 +346,22 @@ class Store:
     async def create_key(self, name: str, role: S.Role) -> tuple[S.ApiKey, str]:
         now_us = self._now_us()
         return await self._write(lambda c: S.create_key(c, name, role, now_us))
+
+    async def create_session(self, key_id: str, ttl_seconds: float) -> tuple[str, str]:
+        """A web session for a live key: (cookie token, CSRF token)."""
+        now_us = self._now_us()
+        return await self._write(lambda c: S.create_session(c, key_id, now_us, int(ttl_seconds * 1_000_000)))
+
+    async def web_session(self, token: str) -> S.WebSession | None:
+        now_us = self._now_us()
+        return await self._read(lambda c: S.web_session(c, token, now_us))
+
+    async def end_session(self, token: str) -> None:
+        await self._write(lambda c: S.end_session(c, token))
+
+    async def hourly_counts(self, db_code: int, since_us: int) -> list[tuple[int, Kind, int]]:
+        """Lines per hour and kind since `since_us` (the overview page's chart)."""
+        return await self._read(lambda c: L.hourly_counts_by_kind(c, db_code, since_us))
 
     async def audit(
         self, *, org: str, actor: str, action: str, target: str | None, details: dict[str, object] | None

@@ -1,0 +1,7 @@
+"""destinations pages."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+routes = web.RouteTableDef()
