@@ -3,7 +3,9 @@
 #   - PostgreSQL 15 (server + client): tests start throwaway clusters with tests/pgcluster.py;
 #   - rsyslog with TLS (rsyslog-gnutls): tests send syslog over TLS to a real rsyslogd;
 #   - prometheus, for its promtool: tests check the alert rules (deploy/prometheus) and /metrics;
-#   - faketime, for `make test-week-ahead` (no test depends on the day it runs).
+#   - faketime, for `make test-week-ahead` (no test depends on the day it runs);
+#   - chromium (Debian's), which the end-to-end tests of the web pages drive headless through
+#     Playwright's Python package (its own browser download is not used).
 # Idempotent and silent when everything is present. Needs root to install; as another user it
 # prints what is missing and exits 0 (the tests that need it then skip with a reason).
 # Never leaves a PostgreSQL, rsyslog or Prometheus service running: the tests start their own
@@ -36,6 +38,11 @@ fi
 # faketime (libfaketime): `make test-week-ahead` runs the suite with the clock moved a week ahead.
 if ! command -v faketime >/dev/null 2>&1; then
     missing+=(faketime)
+fi
+
+# chromium: the web pages' end-to-end tests (tests/integration/web) drive /usr/bin/chromium.
+if ! command -v chromium >/dev/null 2>&1; then
+    missing+=(chromium fonts-dejavu-core)
 fi
 
 prom_missing=0

@@ -74,9 +74,11 @@ class DaemonProcess:
             lines.append("allowed_destination_networks = [" + ", ".join(toml_value(n) for n in allowed_networks) + "]")
         for db in databases:
             lines.append("[[databases]]")
-            lines += [f"{k} = {toml_value(v)}" for k, v in db.items() if k != "log"]
-            lines.append("[databases.log]")
-            lines += [f"{k} = {toml_value(v)}" for k, v in db["log"].items()]
+            lines += [f"{k} = {toml_value(v)}" for k, v in db.items() if not isinstance(v, dict)]
+            for table, values in db.items():  # [databases.log], [databases.connection]
+                if isinstance(values, dict):
+                    lines.append(f"[databases.{table}]")
+                    lines += [f"{k} = {toml_value(v)}" for k, v in values.items()]
         self.base_toml = "\n".join(lines) + "\n"
         self.write_config(extra_toml)
         self.proc: subprocess.Popen[bytes] | None = None

@@ -21,6 +21,8 @@ function drawChart(el) {
     }))),
     axes: [{}, {size: 60}],
     scales: {x: {time: true}},
+    // The pages give every time in UTC (as the log lines do); the chart's axis too.
+    tzDate: (ts) => uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"),
   };
   const plot = new uPlot(opts, [data.x].concat(data.series.map((s) => s.values)), el);
   new ResizeObserver(() => plot.setSize({width: Math.max(280, el.clientWidth), height: 240})).observe(el);
