@@ -124,8 +124,8 @@ async def openapi(request: web.Request) -> web.Response:
     return json_response(openapi_document())
 
 
-def build_app(ctx: ApiContext) -> web.Application:
-    """The aiohttp application serving `ctx`."""
+def build_app(ctx: ApiContext, *, pages: bool) -> web.Application:
+    """The aiohttp application serving `ctx`: the API, and with `pages` the web pages under /ui/."""
     middlewares = [metrics_middleware, error_middleware, auth_middleware, page_middleware]
     app = web.Application(middlewares=middlewares, client_max_size=1 << 20)
     app[CONTEXT] = ctx
@@ -138,7 +138,7 @@ def build_app(ctx: ApiContext) -> web.Application:
     app.router.add_routes(insights.routes)
     app.router.add_routes(fixes.routes)
     app.router.add_routes(alerts.routes)
-    if ctx.config.web.enabled:
+    if pages:
         add_pages(app)
     return app
 
@@ -309,7 +309,7 @@ class ApiServer:
                 extra={"max_connections": self.limits.max_connections, "descriptor_limit": nofile},
             )
         self._runner = _Runner(
-            build_app(ctx),
+            build_app(ctx, pages=ctx.config.web.enabled),
             self.limits,
             ctx.clock,
             access_log=None,

@@ -35,11 +35,15 @@ def texts(node: object) -> list[str]:
 
 
 def test_every_route_of_the_app_is_documented_with_its_method() -> None:
-    app = build_app(cast(ApiContext, None))
+    app = build_app(cast(ApiContext, None), pages=False)
     # aiohttp adds HEAD beside every GET on its own; it answers like the GET without a body.
     routes = {(r.method.lower(), r.resource.canonical) for r in app.router.routes() if r.method != "HEAD"}
     documented = {(method, path) for path, item in DOC["paths"].items() for method in item}
     assert routes == documented
+    # The pages add only paths of their own (/ and /ui/...), none of the API's.
+    with_pages = build_app(cast(ApiContext, None), pages=True)
+    added = {r.resource.canonical for r in with_pages.router.routes()} - {path for _, path in routes}
+    assert added and all(p == "/" or p == "/ui" or p.startswith("/ui/") for p in added), added
 
 
 def test_the_committed_yaml_is_the_generated_document() -> None:
