@@ -86,3 +86,23 @@ async def test_every_alert_href_the_api_gives_opens_its_page(ui: Ui) -> None:
     b = await ui.browser("read-only")
     for href in hrefs:
         assert (await b.get(href))[0] == 200, href
+
+
+async def test_an_alert_of_a_rule_or_database_no_longer_configured_says_so(ui: Ui) -> None:
+    rows = [("0123456789abcdef", "gone", "main"), ("fedcba9876543210", "deadlocks", "old")]
+
+    def _insert(c: Any) -> None:
+        for alert_id, rule, db in rows:
+            c.execute(
+                "INSERT INTO alert_instances VALUES (?, ?, ?, 'resolved', 1, 2, 0, 1, 60, 'warning', 2)",
+                (alert_id, rule, db),
+            )
+
+    await ui.api.daemon.store.write(_insert)
+    b = await ui.browser("read-only")
+
+    _, gone_rule = await b.get("/ui/alerts/0123456789abcdef")
+    (logs,) = re.findall(r'href="(/ui/databases/main/logs\?[^"]*)"', gone_rule)
+    assert "kind=" not in logs and "The rule is no longer in the config" in gone_rule
+    _, gone_db = await b.get("/ui/alerts/fedcba9876543210")
+    assert "old (no longer in the config)" in gone_db and "/ui/databases/old" not in gone_db
