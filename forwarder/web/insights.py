@@ -6,10 +6,12 @@ same use case as `POST /v1/databases/{ref}/fixes`, so a page never shows what th
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 
 import orjson
 from aiohttp import web
+from markupsafe import Markup, escape
 from yarl import URL
 
 from forwarder.api.context import CONTEXT, DatabaseView
@@ -54,6 +56,31 @@ def _without_empty(request: web.Request) -> None:
 
 def _db_context(db: DatabaseView, title: str) -> dict[str, Any]:
     return {"title": f"{db.config.name}: {title}", "section": "databases", "db": db.config}
+
+
+_CODE_SPAN: Final = re.compile(r"(`[^`\n]+`)")
+_STRONG: Final = re.compile(r"\*\*(.+?)\*\*")
+
+
+def summary_markup(text: str) -> Markup:
+    """A finding's summary (Markdown made from log text) as HTML: paragraphs, line breaks, `code`
+    and **bold** only. Every piece of text goes through Markup's escaping; only those fixed tags are
+    added around it, so log text in a summary shows as text."""
+    paragraphs = []
+    for para in re.split(r"\n\s*\n", text.strip()):
+        lines = []
+        for line in para.split("\n"):
+            pieces: list[Markup] = []
+            for part in _CODE_SPAN.split(line):
+                if _CODE_SPAN.fullmatch(part):
+                    pieces.append(Markup("<code>{}</code>").format(part[1:-1]))
+                    continue
+                # re.split with one group: even items are plain text, odd ones the bold text.
+                for i, piece in enumerate(_STRONG.split(part)):
+                    pieces.append(Markup("<strong>{}</strong>").format(piece) if i % 2 else escape(piece))
+            lines.append(Markup("").join(pieces))
+        paragraphs.append(Markup("<p>{}</p>").format(Markup("<br>\n").join(lines)))
+    return Markup("\n").join(paragraphs)
 
 
 # --- queries -----------------------------------------------------------------------------------
@@ -135,7 +162,13 @@ def _finding_page(
     request: web.Request, db: DatabaseView, finding: FindingView, outcome: dict[str, Any] | None, status: int = 200
 ) -> web.Response:
     facts = [(k, v if isinstance(v, str) else orjson.dumps(v).decode()) for k, v in finding.evidence.facts.items()]
-    context = {**_db_context(db, finding.title), "f": finding, "facts": facts, "outcome": outcome}
+    context = {
+        **_db_context(db, finding.title),
+        "f": finding,
+        "summary": summary_markup(finding.summary),
+        "facts": facts,
+        "outcome": outcome,
+    }
     return page(request, "finding.html", context, status)
 
 

@@ -14,6 +14,7 @@ import pytest
 from forwarder.config import DatabaseConnectionConfig
 from forwarder.model import format_time
 from forwarder.usecases import fixes as cases
+from forwarder.web.insights import summary_markup
 from tests.unit.api.test_insights_findings import checkpoints
 from tests.unit.api.test_insights_queries import get, slow, store, workload
 from tests.unit.web.conftest import Ui
@@ -137,6 +138,7 @@ async def test_a_finding_page_shows_its_evidence_and_fix_sql_with_apply_only_for
     sql = "ALTER SYSTEM SET max_wal_size = &#39;1024MB&#39;"  # the rule's fix (docs/insights.md)
     assert f'<pre class="sql" id="sql-max-wal-size">{sql}</pre>' in ro
     assert "Copy SQL" in ro and "insights.js" in ro
+    assert '<div class="summary"><p><strong>6 checkpoints</strong>' in ro
     for line_id in finding["evidence"]["lines_available"]:
         assert f'href="/ui/databases/main/logs/{line_id}"' in ro
     action = f'action="{path}/fixes/max-wal-size"'
@@ -264,3 +266,15 @@ async def test_with_insights_off_the_pages_say_so(ui: Ui) -> None:
     ):
         status, html = await b.get(path)
         assert status == 503 and "insights are turned off" in html, path
+
+
+def test_a_summary_keeps_code_and_bold_and_escapes_everything_else() -> None:
+    text = f"**3 deadlocks** on `SELECT '{HOSTILE}'`\nby <b>{HOSTILE}</b> **<i>x</i>**\n\nNext `**not bold**`"
+
+    html = str(summary_markup(text))
+
+    assert html == (
+        "<p><strong>3 deadlocks</strong> on <code>SELECT &#39;&lt;script&gt;alert(1)&lt;/script&gt;&#39;</code><br>\n"
+        "by &lt;b&gt;&lt;script&gt;alert(1)&lt;/script&gt;&lt;/b&gt; <strong>&lt;i&gt;x&lt;/i&gt;</strong></p>\n"
+        "<p>Next <code>**not bold**</code></p>"
+    )
