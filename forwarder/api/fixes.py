@@ -11,8 +11,8 @@ from typing import Final
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from forwarder.api.auth import PRINCIPAL
-from forwarder.api.context import CONTEXT
+from forwarder.api.auth import PRINCIPAL, Principal
+from forwarder.api.context import CONTEXT, ApiContext, DatabaseView
 from forwarder.api.errors import ApiError, ErrorDetail, json_response
 from forwarder.api.logs import database_of, read_json_object, validation_error
 from forwarder.usecases import fixes as cases
@@ -56,6 +56,21 @@ class FixNotApplied(BaseModel):
     label: str = Field(description="What the fix does.")
 
 
+async def run_fix(
+    ctx: ApiContext, db: DatabaseView, finding_id: str, fix_id: str, principal: Principal
+) -> cases.Applied:
+    """Apply a fix through the use case, as the API's and the finding page's callers do.
+
+    Raises the use case's NotFound (also when insights are off: no finding exists), NotApplied or Failed.
+    """
+    if ctx.findings is None:  # insights are off: there is no finding, so none to fix
+        raise cases.NotFound(f"no finding {finding_id!r}: insights are off in the daemon's config")
+    # The config as it is now (a SIGHUP may have changed the connection since the database started).
+    database = next((d for d in ctx.config.databases if d.id == db.config.id), db.config)
+    ports = cases.Ports(ctx.findings, ctx.store, cases.asyncpg_connect)
+    return await cases.apply_fix(ports, database, finding_id, fix_id, Actor(principal.org, principal.actor))
+
+
 @routes.post("/v1/databases/{ref}/fixes")
 async def apply_fix(request: web.Request) -> web.Response:
     """Apply one fix of one of the database's findings through the operator's connection."""
@@ -66,16 +81,8 @@ async def apply_fix(request: web.Request) -> web.Response:
         body = FixBody.model_validate(data)
     except ValidationError as exc:
         raise validation_error(exc) from None
-    if ctx.findings is None:  # insights are off: there is no finding, so none to fix
-        raise ApiError(404, "not_found", f"no finding {body.finding_id!r}: insights are off in the daemon's config")
-    # The config as it is now (a SIGHUP may have changed the connection since the database started).
-    database = next((d for d in ctx.config.databases if d.id == db.config.id), db.config)
-    principal = request[PRINCIPAL]
-    ports = cases.Ports(ctx.findings, ctx.store, cases.asyncpg_connect)
     try:
-        done = await cases.apply_fix(
-            ports, database, body.finding_id, body.fix_id, Actor(principal.org, principal.actor)
-        )
+        done = await run_fix(ctx, db, body.finding_id, body.fix_id, request[PRINCIPAL])
     except cases.NotFound as exc:
         raise ApiError(404, "not_found", exc.message) from None
     except cases.NotApplied as exc:

@@ -12,7 +12,7 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
-from forwarder.api.context import CONTEXT
+from forwarder.api.context import CONTEXT, DatabaseView
 from forwarder.api.errors import ApiError
 from forwarder.api.logs import (
     HEX_ID,
@@ -266,11 +266,45 @@ def _point(p: SeriesPoint) -> SeriesPointView:
     )
 
 
-def _insights(request: web.Request) -> Insights:
+def insights_of(request: web.Request) -> Insights:
+    """The insights engine; a 503 when insights are off in the config."""
     insights = request.app[CONTEXT].insights
     if insights is None:
         raise ApiError(503, "insights_off", "insights are turned off in the config ([insights] enabled = false)")
     return insights
+
+
+async def finding_list(insights: Insights, db: DatabaseView, params: FindingsQuery) -> list[FindingView]:
+    """The database's findings as the API lists them (the findings page shows the same)."""
+    found = await insights.findings(db.identity.code, params.status, params.from_, params.limit)
+    return [finding_view(f, gone) for f, gone in found]
+
+
+async def finding_detail(insights: Insights, db: DatabaseView, finding_id: str) -> FindingView:
+    """One finding; ApiError 404 when the database has none with this id."""
+    found = await insights.finding_with_gone(db.identity.code, finding_id)
+    if found is None:
+        raise ApiError(404, "not_found", f"no finding with id {finding_id!r} on database {db.config.id!r}")
+    return finding_view(*found)
+
+
+async def query_list(insights: Insights, db: DatabaseView, params: QueriesQuery) -> list[QueryView]:
+    """The database's queries over the window, in `params.sort` order."""
+    found = await insights.queries(db.identity.code, params.from_, params.to, params.sort, params.limit)
+    return [QueryView(**_query_fields(db.config.id, q)) for q in found]
+
+
+async def query_detail(insights: Insights, db: DatabaseView, query_id: str, params: QueryWindow) -> QueryDetail:
+    """One query with its time series; ApiError 404 when the database has none with this id."""
+    found = await insights.query(db.identity.code, query_id, params.from_, params.to)
+    if found is None:
+        raise ApiError(404, "not_found", f"no query with id {query_id!r} on database {db.config.id!r}")
+    stats, points = found
+    return QueryDetail(
+        **_query_fields(db.config.id, stats),
+        bucket_seconds=BUCKET_US // 1_000_000,
+        series=[_point(p) for p in points],
+    )
 
 
 # --- handlers --------------------------------------------------------------------------------
@@ -281,8 +315,7 @@ async def list_findings(request: web.Request) -> web.Response:
     """The database's findings (`status=open`: the current ones), newest `last_seen` first."""
     db = database_of(request)
     params = parse_query(request, FindingsQuery)
-    found = await _insights(request).findings(db.identity.code, params.status, params.from_, params.limit)
-    return _send(FindingList(findings=[finding_view(f, gone) for f, gone in found]))
+    return _send(FindingList(findings=await finding_list(insights_of(request), db, params)))
 
 
 @routes.get("/v1/databases/{ref}/findings/{finding_id}")
@@ -291,10 +324,7 @@ async def get_finding(request: web.Request) -> web.Response:
     db = database_of(request)
     parse_query(request, NoQuery)
     fid = hex_path_id(request, "finding_id", "finding")
-    found = await _insights(request).finding_with_gone(db.identity.code, fid)
-    if found is None:
-        raise ApiError(404, "not_found", f"no finding with id {fid!r} on database {db.config.id!r}")
-    return _send(finding_view(*found))
+    return _send(await finding_detail(insights_of(request), db, fid))
 
 
 @routes.get("/v1/databases/{ref}/queries")
@@ -302,8 +332,7 @@ async def list_queries(request: web.Request) -> web.Response:
     """Statements by fingerprint over the window, ordered by `sort`."""
     db = database_of(request)
     params = parse_query(request, QueriesQuery)
-    found = await _insights(request).queries(db.identity.code, params.from_, params.to, params.sort, params.limit)
-    return _send(QueryList(queries=[QueryView(**_query_fields(db.config.id, q)) for q in found]))
+    return _send(QueryList(queries=await query_list(insights_of(request), db, params)))
 
 
 @routes.get("/v1/databases/{ref}/queries/{query_id}")
@@ -312,14 +341,4 @@ async def get_query(request: web.Request) -> web.Response:
     db = database_of(request)
     params = parse_query(request, QueryWindow)
     qid = hex_path_id(request, "query_id", "query")
-    found = await _insights(request).query(db.identity.code, qid, params.from_, params.to)
-    if found is None:
-        raise ApiError(404, "not_found", f"no query with id {qid!r} on database {db.config.id!r}")
-    stats, points = found
-    return _send(
-        QueryDetail(
-            **_query_fields(db.config.id, stats),
-            bucket_seconds=BUCKET_US // 1_000_000,
-            series=[_point(p) for p in points],
-        )
-    )
+    return _send(await query_detail(insights_of(request), db, qid, params))
