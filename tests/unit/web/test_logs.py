@@ -129,7 +129,8 @@ async def test_a_line_page_shows_every_field_in_the_api_order(ui: Ui) -> None:
     line = body["lines"][1]
     status, html = await b.get(f"{LOGS}/{line['id']}")
     assert status == 200
-    for text in ("Key (id)=(1) already exists.", "Try another id.", "SQL function f line 3", "INSERT INTO t VALUES ($1)"):
+    shown = ("Key (id)=(1) already exists.", "Try another id.", "SQL function f line 3", "INSERT INTO t VALUES ($1)")
+    for text in shown:
         assert f"<pre>{text}</pre>" in html
     names = re.findall(r"<dt [^>]*>([a-z_]+)</dt>", html)
     assert names == list(line)  # the API's fields, in its order
@@ -232,3 +233,26 @@ async def test_the_tail_needs_a_session_and_valid_filters(ui: Ui) -> None:
     assert status == 400
     status, _ = await b.get(LOGS + "/tail", before="3")
     assert status == 400
+
+
+async def test_a_tail_ends_when_the_browser_goes_or_the_daemon_stops(ui: Ui) -> None:
+    b = await ui.browser("read-only")
+    async with b.session.get(b.base + LOGS + "/tail") as resp:
+        await next_event(resp)
+    # Gone: the tail notices at its next heartbeat at the latest, and waits no more.
+    for _ in range(500):
+        if ui.api.clock.next_wake() is None:
+            break
+        ui.api.clock.advance(15)
+        await asyncio.sleep(0.01)  # lets the server see the closed connection (not time-based logic)
+    assert ui.api.clock.next_wake() is None
+    # Stopping: an open tail ends at once instead of holding the shutdown for its wait.
+    async with b.session.get(b.base + LOGS + "/tail") as resp:
+        await next_event(resp)
+        async with asyncio.timeout(5):
+            await ui.api.clock.until_sleeping()
+        server = ui.api.daemon.api
+        assert server is not None
+        async with asyncio.timeout(5):
+            await server.aclose()
+            assert await resp.content.read() == b""  # the stream ended
