@@ -99,8 +99,10 @@ async def test_a_bad_filter_shows_the_form_again_naming_the_field(ui: Ui) -> Non
     ):
         status, html = await b.get(LOGS, **params)
         assert status == 400, params
-        assert f'<p class="error field-error" id="{field}-error">' in html, params
+        assert f'<p class="error field-error" id="problem-{field}">' in html, params
         assert '<form method="get"' in html and "Traceback" not in html
+        element_ids = re.findall(r' id="([^"]+)"', html)
+        assert len(element_ids) == len(set(element_ids))  # the error's id is no checkbox's
     _, html = await b.get(LOGS, q="needle", kind="nope")
     assert 'value="needle"' in html  # what was typed stays
 
