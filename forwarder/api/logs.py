@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar, get_type_hints
 
 import orjson
 from aiohttp import web
+from multidict import MultiMapping
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -44,7 +45,7 @@ from forwarder.model import (
     parse_time,
 )
 from forwarder.sources.tail import SourceState
-from forwarder.store import DatabaseSettings, LineQuery
+from forwarder.store import DatabaseSettings, Group, LineQuery
 from forwarder.store.store import day_of
 
 MAX_LIMIT: Final = 500
@@ -218,15 +219,20 @@ def _array_params(model: type[BaseModel]) -> frozenset[str]:
 
 def parse_query(request: web.Request, model: type[Q]) -> Q:
     """The request's query through `model`; a 400 naming the first parameter at fault."""
+    return parse_params(request.query, model)
+
+
+def parse_params(query: MultiMapping[str], model: type[Q]) -> Q:
+    """Query parameters through `model` (the API's and the pages'); a 400 naming the first at fault."""
     allowed = {f.alias or name for name, f in model.model_fields.items()}
     arrays = _array_params(model)
-    for name in request.query:
+    for name in query:
         if name not in allowed:
             listed = ", ".join(sorted(allowed)) or "none"
             raise bad_parameter(name, f"unknown query parameter; allowed: {listed}")
     data: dict[str, object] = {}
     for name in allowed:
-        values = request.query.getall(name, [])
+        values = query.getall(name, [])
         if len(values) > 1 and name not in arrays:
             raise bad_parameter(name, "given more than once")
         if values:
@@ -387,16 +393,10 @@ def _send(model: BaseModel, status: int = 200) -> web.Response:
 # --- handlers ---------------------------------------------------------------------------------
 
 
-@routes.get("/v1/databases/{ref}/logs")
-async def list_logs(request: web.Request) -> web.Response:
-    """Lines newest first; with `after`, the lines right after it (live tail, no gaps)."""
-    ctx = request.app[CONTEXT]
-    db = database_of(request)
-    params = parse_query(request, LogsQuery)
-    if params.wait_seconds and params.after is None:
-        raise bad_parameter("wait_seconds", "only works together with `after`")
+def line_query(params: LogsQuery) -> LineQuery:
+    """The store's query for the listing's parameters (the API's and the Logs page's)."""
     # A window with `from` after `to` is empty, not an error: it holds no line.
-    query = LineQuery(
+    return LineQuery(
         limit=params.limit,
         kinds=params.kind or None,
         q=params.q,
@@ -406,6 +406,17 @@ async def list_logs(request: web.Request) -> web.Response:
         before=params.before,
         after=params.after,
     )
+
+
+@routes.get("/v1/databases/{ref}/logs")
+async def list_logs(request: web.Request) -> web.Response:
+    """Lines newest first; with `after`, the lines right after it (live tail, no gaps)."""
+    ctx = request.app[CONTEXT]
+    db = database_of(request)
+    params = parse_query(request, LogsQuery)
+    if params.wait_seconds and params.after is None:
+        raise bad_parameter("wait_seconds", "only works together with `after`")
+    query = line_query(params)
     if params.after is None:
         page = await ctx.store.list_lines(db.identity.code, query)
     else:
@@ -418,15 +429,20 @@ async def list_logs(request: web.Request) -> web.Response:
     return raw_json_response(body + b"}")
 
 
+async def groups_of(ctx: ApiContext, db: DatabaseView, params: GroupsQuery) -> tuple[int, list[Group]]:
+    """The window's start (µs) and its groups, most frequent first (the API's and the groups page's)."""
+    now_us = int(ctx.clock.now() * 1_000_000)
+    from_us = now_us - DAY_US if params.from_ is None else params.from_
+    return from_us, await ctx.store.groups(db.identity.code, from_us, params.limit)
+
+
 @routes.get("/v1/databases/{ref}/logs/groups")
 async def list_groups(request: web.Request) -> web.Response:
     """Repeated messages over the last 24 hours, or since `from`; most frequent first."""
     ctx = request.app[CONTEXT]
     db = database_of(request)
     params = parse_query(request, GroupsQuery)
-    now_us = int(ctx.clock.now() * 1_000_000)
-    from_us = now_us - DAY_US if params.from_ is None else params.from_
-    groups = await ctx.store.groups(db.identity.code, from_us, params.limit)
+    from_us, groups = await groups_of(ctx, db, params)
     parts = [
         orjson.dumps(
             {

@@ -267,6 +267,12 @@ def list_lines(conn: sqlite3.Connection, db_code: int, query: LineQuery) -> Page
     return Page(docs=[splice_id(i, d) for i, d in rows], has_more=has_more, next_after=next_after)
 
 
+def line_by_id(conn: sqlite3.Connection, db_code: int, line_id: int) -> tuple[bytes, int] | None:
+    """A line of one database (document with id spliced in, group key); None if it is not there."""
+    row = conn.execute("SELECT doc, group_key FROM lines WHERE id = ? AND db = ?", (line_id, db_code)).fetchone()
+    return (splice_id(line_id, row[0]), int(row[1])) if row else None
+
+
 def register_functions(conn: sqlite3.Connection) -> None:
     """SQL functions the read queries use."""
     conn.create_function(

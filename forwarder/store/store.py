@@ -268,6 +268,10 @@ class Store:
     async def list_lines(self, db_code: int, query: L.LineQuery) -> L.Page:
         return await self._read(lambda c: L.list_lines(c, db_code, query))
 
+    async def line(self, db_code: int, line_id: int) -> tuple[bytes, int] | None:
+        """One line of a database: its document (id spliced in) and group key; None if absent."""
+        return await self._read(lambda c: L.line_by_id(c, db_code, line_id))
+
     async def tail_lines(self, db_code: int, query: L.LineQuery, wait_seconds: float) -> L.Page:
         """`list_lines` with `query.after` (a live tail) that, while nothing matches, waits up to
         `wait_seconds` (on the store's clock) for a matching line.

@@ -26,5 +26,6 @@ def add_pages(app: web.Application) -> None:
     app.router.add_get("/ui/", _home)
     for module in (session, databases, logs, insights, alerts, destinations):
         app.router.add_routes(module.routes)
+    logs.setup(app)
     app.router.add_static("/ui/static/", STATIC_DIR, name="static", append_version=True)
     app.on_response_prepare.append(security_headers)
