@@ -287,7 +287,8 @@ def _form_context(
         "error": error,
         "kind_choices": [*KINDS, *KIND_ALIASES],
         "databases": [(d.config.id, d.config.name) for d in ctx.databases.all()],
-        "name_help": CreateBody.model_fields["name"].description,
+        "name_field": FormField("name", "name", "text", str(CreateBody.model_fields["name"].description), True, None),
+        "enabled_field": FormField("enabled", "enabled", "checkbox", "Deliver lines to it.", False, True),
     }
 
 

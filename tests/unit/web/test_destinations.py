@@ -147,6 +147,8 @@ async def test_a_refused_form_is_400_with_the_message_at_its_field(
     shown = re.search(rf'<p class="field-error" id="e-{re.escape(field.replace(".", "-"))}">([^<]*)</p>', html)
     assert shown is not None, html
     assert shown.group(1).startswith(field) and says in shown.group(1)
+    control = re.search(rf'<(?:input|select|textarea)\b[^>]*\bname="{re.escape(field)}"[^>]*>', html)
+    assert control is not None and 'aria-invalid="true"' in control.group(0)
     assert await ui.api.daemon.store.destinations() == []
 
 
