@@ -3,6 +3,7 @@ shown once, enable/disable, the test line, delete, and what a read-only key may 
 
 from __future__ import annotations
 
+import asyncio
 import html as html_lib
 import re
 from collections.abc import AsyncIterator
@@ -10,9 +11,11 @@ from typing import Any
 
 import pytest
 
+from forwarder.model import LogLine
 from forwarder.sinks import SINK_TYPES
 from forwarder.store.destinations import Destination, LineFilter
 from forwarder.store.state import DEFAULT_ORG
+from forwarder.web.destinations import FAILING_AFTER, delivery_state
 from tests.receivers import WebhookReceiver
 from tests.unit.web.conftest import Browser, Ui
 
@@ -294,3 +297,36 @@ async def test_a_config_file_destination_cannot_be_changed_from_the_pages(ui: Ui
         status, _, _ = await b.post(path, {"name": "x", "value": "false"})
         assert status == 409, path
     assert await ui.api.daemon.store.destination("hook") is not None
+
+
+async def test_a_failing_destination_shows_its_lag_state_and_error(ui: Ui) -> None:
+    b = await ui.browser("read-write")
+    _, html = await create(b, HOOK_FORM)  # hook.test:9 is a closed loopback port
+    dest = dest_id_of(html)
+    daemon = ui.api.daemon
+    line = LogLine(time_us=int(ui.api.clock.now() * 1_000_000), severity="LOG", kind="other", message="one line")
+    await daemon.store.append(daemon.registry.by_id["main"].identity, [line], [], 0)
+    assert daemon.delivery is not None
+    async with asyncio.timeout(30):
+        while (state := daemon.delivery.state(dest)) is None or state.last_error is None:
+            await asyncio.sleep(0.01)  # the delivery loop is another task of this event loop
+    ui.api.clock.advance(90)
+    for path in ("/ui/destinations", f"/ui/destinations/{dest}"):
+        _, page = await b.get(path)
+        assert "state-retrying" in page and "cannot connect" in page, path
+        assert re.search(r"1 line\b.*oldest 1 min", page, re.S), path
+
+
+@pytest.mark.parametrize(
+    ("enabled", "attempts", "lag", "state"),
+    [
+        (False, 5, 10, "disabled"),
+        (True, 0, 0, "up_to_date"),
+        (True, 0, 3, "delivering"),
+        (True, 1, 3, "retrying"),
+        (True, FAILING_AFTER, 3, "failing"),
+    ],
+)
+def test_the_state_in_a_word(enabled: bool, attempts: int, lag: int, state: str) -> None:
+    shown = {"enabled": enabled, "delivery": {"attempts": attempts, "lag_lines": lag, "in_flight_lines": 0}}
+    assert delivery_state(shown) == state
