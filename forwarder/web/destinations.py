@@ -8,6 +8,7 @@ page that answers the creating POST; forms never echo one back.
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -156,6 +157,31 @@ def config_from_form(fields: list[FormField], form: MultiMapping[Any]) -> dict[s
         else:
             out[key] = raw.strip()
     return out
+
+
+# A PEM block (RFC 7468): its label, and a base64 body (with or without its line breaks).
+_PEM_BLOCK: Final = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----([A-Za-z0-9+/=\s]+)-----END \1-----")
+
+
+def _pem_line(match: re.Match[str]) -> str:
+    body = re.sub(r"\s", "", match.group(2))
+    lines = "\n".join(body[i : i + 64] for i in range(0, len(body), 64))
+    return f"-----BEGIN {match.group(1)}-----\n{lines}\n-----END {match.group(1)}-----\n"
+
+
+def secret_from_form(form: MultiMapping[Any]) -> str | None:
+    """The secret typed in the password input, or None when it was left empty.
+
+    A password input drops the line breaks of what is pasted into it (HTML's value sanitization), so
+    a PEM private key (syslog's client key) arrives on one line, which OpenSSL cannot read: each PEM
+    block of such a value is laid out again, its body in lines of 64 characters (RFC 7468 section 2).
+    """
+    raw = form.get("secret")
+    if not isinstance(raw, str) or not raw:
+        return None
+    if "\n" in raw or not _PEM_BLOCK.search(raw):
+        return raw
+    return _PEM_BLOCK.sub(_pem_line, raw.strip())
 
 
 def _strings(form: MultiMapping[Any], name: str) -> list[str]:
@@ -317,14 +343,14 @@ async def create_destination(request: web.Request) -> web.Response:
     if not isinstance(kind, str):
         raise web.HTTPBadRequest(reason="choose the kind of destination")
     fields = config_fields(_kind(kind).config)
-    secret = form.get("secret")
+    secret = secret_from_form(form)
     data: dict[str, Any] = {
         "type": kind,
         "name": form.get("name", ""),
         "config": config_from_form(fields, form),
         "filter": {"kinds": _strings(form, "filter.kinds"), "database_ids": _strings(form, "filter.database_ids")},
         "enabled": form.get("enabled") == "true",
-        **({"secret": secret} if isinstance(secret, str) and secret else {}),
+        **({"secret": secret} if secret is not None else {}),
     }
     try:
         created = await create_from(ctx, CreateBody.model_validate(data), principal(request))
@@ -401,13 +427,13 @@ async def change_destination(request: web.Request) -> web.Response:
     dest = await _changeable(ctx, request.match_info["id"])
     form = await request.post()
     fields = config_fields(_kind(dest.type).config)
-    secret = form.get("secret")
+    secret = secret_from_form(form)
     data: dict[str, Any] = {
         "name": form.get("name", ""),
         "config": config_from_form(fields, form),
         "filter": {"kinds": _strings(form, "filter.kinds"), "database_ids": _strings(form, "filter.database_ids")},
         "enabled": form.get("enabled") == "true",
-        **({"secret": secret} if isinstance(secret, str) and secret else {}),  # empty: keep the current one
+        **({"secret": secret} if secret is not None else {}),  # empty: keep the current one
     }
     try:
         await change_from(ctx, dest, PatchBody.model_validate(data), principal(request))

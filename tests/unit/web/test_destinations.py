@@ -10,9 +10,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+import trustme
 
 from forwarder.model import LogLine
 from forwarder.sinks import SINK_TYPES
+from forwarder.sinks.syslog.config import SyslogConfig
+from forwarder.sinks.syslog.sink import tls_context
 from forwarder.store.destinations import Destination, LineFilter
 from forwarder.store.state import DEFAULT_ORG
 from forwarder.web.destinations import FAILING_AFTER, delivery_state
@@ -330,3 +333,28 @@ async def test_a_failing_destination_shows_its_lag_state_and_error(ui: Ui) -> No
 def test_the_state_in_a_word(enabled: bool, attempts: int, lag: int, state: str) -> None:
     shown = {"enabled": enabled, "delivery": {"attempts": attempts, "lag_lines": lag, "in_flight_lines": 0}}
     assert delivery_state(shown) == state
+
+
+async def test_a_client_key_pasted_into_the_password_input_still_loads(ui: Ui) -> None:
+    # A browser's password input drops the line breaks of a pasted PEM key.
+    cert = trustme.CA().issue_cert("hook.test")
+    flat_key = cert.private_key_pem.bytes().decode().replace("\n", "")
+    form = {
+        "type": "syslog",
+        "name": "relay",
+        "config.host": "hook.test",
+        "config.port": "6514",
+        "config.tls": "true",
+        "config.message_format": "text",
+        "config.client_certificate_pem": cert.cert_chain_pems[0].bytes().decode().replace("\n", "\r\n"),
+        "secret": flat_key,
+        "enabled": "false",
+    }
+    b = await ui.browser("read-write")
+    status, html = await create(b, form)
+    assert status == 200, html
+    stored = await ui.api.daemon.store.destination(dest_id_of(html))
+    assert stored is not None and ui.api.daemon.delivery is not None
+    key = ui.api.daemon.delivery.open_secret(stored[0])
+    assert key is not None and key.replace("\n", "") == flat_key
+    tls_context(SyslogConfig.model_validate(stored[0].config), key)  # OpenSSL reads the key and certificate
