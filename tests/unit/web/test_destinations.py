@@ -358,3 +358,31 @@ async def test_a_client_key_pasted_into_the_password_input_still_loads(ui: Ui) -
     key = ui.api.daemon.delivery.open_secret(stored[0])
     assert key is not None and key.replace("\n", "") == flat_key
     tls_context(SyslogConfig.model_validate(stored[0].config), key)  # OpenSSL reads the key and certificate
+
+
+async def test_a_token_in_the_url_is_masked_and_kept_by_an_edit(ui: Ui) -> None:
+    b = await ui.browser("read-write")
+    url = "http://hook.test:9/in?token=url-token-0123456789"
+    _, html = await create(b, {**HOOK_FORM, "config.url": url})
+    dest = dest_id_of(html)
+    for path in ("/ui/destinations", f"/ui/destinations/{dest}", f"/ui/destinations/{dest}/edit"):
+        _, page = await b.get(path)
+        assert "url-token-0123456789" not in page, path
+    assert 'value="http://hook.test:9/in?token=***"' in page
+    # The form sent back as shown (masked) keeps the stored URL.
+    status, _, _ = await b.post(
+        f"/ui/destinations/{dest}/edit",
+        {"name": "renamed", "config.url": "http://hook.test:9/in?token=***", "enabled": "true"},
+    )
+    stored = await ui.api.daemon.store.destination(dest)
+    assert status == 303 and stored is not None
+    assert stored[0].name == "renamed" and stored[0].config == {"url": url}
+
+
+async def test_an_unknown_destination_is_a_404_page(ui: Ui) -> None:
+    b = await ui.browser("read-write")
+    for path in ("/ui/destinations/dst_0000000000000000", "/ui/destinations/dst_0000000000000000/edit"):
+        status, page = await b.get(path)
+        assert status == 404 and "<h1>Not found</h1>" in page and "dst_0000000000000000" in page, path
+    status, page, _ = await b.post("/ui/destinations/dst_0000000000000000/test", {})
+    assert status == 404 and "Traceback" not in page
