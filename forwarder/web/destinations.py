@@ -38,6 +38,7 @@ from forwarder.api.errors import ApiError
 from forwarder.api.logs import validation_error
 from forwarder.model import KIND_ALIASES, KINDS
 from forwarder.sinks import SINK_TYPES, SinkType
+from forwarder.store.destinations import Destination
 from forwarder.usecases import destinations as cases
 from forwarder.web.databases import principal
 from forwarder.web.render import page
@@ -382,7 +383,7 @@ async def destination(request: web.Request) -> web.Response:
     return page(request, "destination.html", context)
 
 
-async def _changeable(ctx: ApiContext, dest_id: str) -> Any:
+async def _changeable(ctx: ApiContext, dest_id: str) -> Destination:
     try:
         return await cases.changeable(ctx.store, dest_id)
     except cases.DestinationError as exc:
@@ -409,7 +410,7 @@ async def send_test(request: web.Request) -> web.Response:
     if request.headers.get("HX-Request") == "true":
         return page(request, "destination_test.html", {"test": {"ok": ok, "error": error}})
     token = TEST_RESULTS.put(dest_id, ok, error)
-    raise web.HTTPSeeOther(f"/ui/destinations/{dest_id}?test={token}#test")
+    raise web.HTTPSeeOther(f"/ui/destinations/{dest_id}?test={token}#test-result")
 
 
 @routes.get("/ui/destinations/{id}/edit")
