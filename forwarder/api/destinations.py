@@ -11,7 +11,7 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, WithJsonSchema
 from pydantic.json_schema import SkipJsonSchema
 
-from forwarder.api.auth import PRINCIPAL
+from forwarder.api.auth import PRINCIPAL, Principal
 from forwarder.api.context import CONTEXT, ApiContext, Destinations
 from forwarder.api.errors import ApiError, bad_body, json_response
 from forwarder.api.logs import LINE_ID_PATTERN, Time, read_json_object, validation_error
@@ -136,11 +136,6 @@ def _ports(ctx: ApiContext) -> cases.Ports:
     return cases.Ports(ctx.store, ctx.clock, _control(ctx))
 
 
-def _actor(request: web.Request) -> cases.Actor:
-    principal = request[PRINCIPAL]
-    return cases.Actor(principal.org, principal.actor)
-
-
 def _known_databases(ctx: ApiContext) -> set[str]:
     return {d.config.id for d in ctx.databases.all()}
 
@@ -223,26 +218,74 @@ def _filter(body: FilterBody) -> cases.FilterSpec:
     return cases.FilterSpec(body.kinds, body.database_ids)
 
 
-@routes.get("/v1/log-destinations")
-async def list_destinations(request: web.Request) -> web.Response:
-    ctx = request.app[CONTEXT]
-    return json_response({"destinations": [await view(ctx, d, s) for d, s in await ctx.store.destinations()]})
+def actor_of(principal: Principal) -> cases.Actor:
+    """Who asks, as the use cases' audit records name them."""
+    return cases.Actor(principal.org, principal.actor)
 
 
-@routes.post("/v1/log-destinations")
-async def create_destination(request: web.Request) -> web.Response:
-    ctx = request.app[CONTEXT]
+async def destination_views(ctx: ApiContext) -> list[dict[str, Any]]:
+    """Every destination as the API lists it (and the destinations page shows it)."""
+    return [await view(ctx, d, s) for d, s in await ctx.store.destinations()]
+
+
+async def create_from(ctx: ApiContext, body: CreateBody, principal: Principal) -> dict[str, Any]:
+    """Create a destination (the one path behind POST and the page's form): its view, with a
+    generated or given webhook `secret` this once. Raises ApiError."""
     ports = _ports(ctx)
-    body: CreateBody = await _body(request, CreateBody)
     draft = cases.Draft(body.type, body.name, body.enabled, body.config, _filter(body.filter), body.secret)
     try:
-        created = await cases.create(ports, draft, _actor(request), _known_databases(ctx))
+        created = await cases.create(ports, draft, actor_of(principal), _known_databases(ctx))
     except cases.DestinationError as exc:
         raise api_error(exc) from None
     out = await view(ctx, created.dest, created.state)
     if created.shown_secret is not None:
         out["secret"] = created.shown_secret  # shown this once (SPEC 2.6)
-    return json_response(out, status=201)
+    return out
+
+
+async def change_from(ctx: ApiContext, dest: Destination, body: PatchBody, principal: Principal) -> dict[str, Any]:
+    """Apply a change (PATCH semantics: fields not given are kept) to `dest`, as `cases.changeable`
+    returned it; its view afterwards. Raises ApiError."""
+    ports = _ports(ctx)
+    if not body.model_fields_set:
+        raise bad_body("", "give at least one of `name`, `enabled`, `config`, `filter`, `secret`")
+    if "secret" in body.model_fields_set and body.secret is None:
+        raise bad_body("secret", "cannot be removed; give a new one")
+    changes = cases.Changes(
+        name=body.name,
+        enabled=body.enabled,
+        config=body.config,
+        filter=_filter(body.filter) if body.filter is not None else None,
+        secret=body.secret,
+    )
+    try:
+        await cases.change(ports, dest, changes, actor_of(principal), _known_databases(ctx))
+        found = await cases.found(ctx.store, dest.id)
+    except cases.DestinationError as exc:
+        raise api_error(exc) from None
+    return await view(ctx, *found)
+
+
+async def send_test_line(ctx: ApiContext, dest_id: str) -> tuple[bool, str | None]:
+    """Send the test line: (True, None) or (False, the error, credential-free). Raises ApiError."""
+    try:
+        dest, _ = await cases.found(ctx.store, dest_id)
+    except cases.DestinationError as exc:
+        raise api_error(exc) from None
+    return await _control(ctx).test(dest)
+
+
+@routes.get("/v1/log-destinations")
+async def list_destinations(request: web.Request) -> web.Response:
+    return json_response({"destinations": await destination_views(request.app[CONTEXT])})
+
+
+@routes.post("/v1/log-destinations")
+async def create_destination(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
+    _control(ctx)  # 503 before the body is read, as before
+    body: CreateBody = await _body(request, CreateBody)
+    return json_response(await create_from(ctx, body, request[PRINCIPAL]), status=201)
 
 
 @routes.get("/v1/log-destinations/{id}")
@@ -258,44 +301,30 @@ async def get_destination(request: web.Request) -> web.Response:
 @routes.patch("/v1/log-destinations/{id}")
 async def change_destination(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
-    ports = _ports(ctx)
+    _control(ctx)
     try:
         dest = await cases.changeable(ctx.store, request.match_info["id"])
-        body: PatchBody = await _body(request, PatchBody)
-        if not body.model_fields_set:
-            raise bad_body("", "give at least one of `name`, `enabled`, `config`, `filter`, `secret`")
-        if "secret" in body.model_fields_set and body.secret is None:
-            raise bad_body("secret", "cannot be removed; give a new one")
-        changes = cases.Changes(
-            name=body.name,
-            enabled=body.enabled,
-            config=body.config,
-            filter=_filter(body.filter) if body.filter is not None else None,
-            secret=body.secret,
-        )
-        await cases.change(ports, dest, changes, _actor(request), _known_databases(ctx))
-        found = await cases.found(ctx.store, dest.id)
     except cases.DestinationError as exc:
         raise api_error(exc) from None
-    return json_response(await view(ctx, *found))
+    body: PatchBody = await _body(request, PatchBody)
+    return json_response(await change_from(ctx, dest, body, request[PRINCIPAL]))
 
 
 @routes.delete("/v1/log-destinations/{id}")
 async def delete_destination(request: web.Request) -> web.Response:
-    ports = _ports(request.app[CONTEXT])
+    await delete_by_id(request.app[CONTEXT], request.match_info["id"], request[PRINCIPAL])
+    return web.Response(status=204)
+
+
+async def delete_by_id(ctx: ApiContext, dest_id: str, principal: Principal) -> None:
+    """Stop and delete a destination created through the API. Raises ApiError."""
     try:
-        await cases.remove(ports, request.match_info["id"], _actor(request))
+        await cases.remove(_ports(ctx), dest_id, actor_of(principal))
     except cases.DestinationError as exc:
         raise api_error(exc) from None
-    return web.Response(status=204)
 
 
 @routes.post("/v1/log-destinations/{id}/test")
 async def test_destination(request: web.Request) -> web.Response:
-    ctx = request.app[CONTEXT]
-    try:
-        dest, _ = await cases.found(ctx.store, request.match_info["id"])
-    except cases.DestinationError as exc:
-        raise api_error(exc) from None
-    ok, error = await _control(ctx).test(dest)
+    ok, error = await send_test_line(request.app[CONTEXT], request.match_info["id"])
     return json_response({"ok": True} if ok else {"ok": False, "error": error})
