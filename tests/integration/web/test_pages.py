@@ -69,3 +69,9 @@ def test_a_read_write_key_switches_full_text_on_and_off(page: Page, site: Site) 
     assert site.daemon.get(f"/v1/databases/{DB}/logs/overview")["settings"]["full_text"] is True
     page.locator(".switch").filter(has_text="Full text").get_by_role("button", name="Turn off").click()
     assert site.daemon.get(f"/v1/databases/{DB}/logs/overview")["settings"]["full_text"] is False
+
+
+def test_the_alerts_page(page: Page, site: Site) -> None:
+    sign_in(page, site.read_only, "/ui/alerts")
+    expect(page.get_by_role("heading", level=1)).to_have_text("Alerts")
+    look(page, "alerts")
