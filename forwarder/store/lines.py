@@ -363,8 +363,10 @@ def groups(conn: sqlite3.Connection, db_code: int, from_us: int, limit: int) -> 
 def counts_by_kind(conn: sqlite3.Connection, db_code: int, from_us: int) -> dict[str, int]:
     """Lines per kind (every kind present, zeros included) with time >= from."""
     counts: dict[str, int] = dict.fromkeys(KINDS, 0)
+    # `+kind`: grouping through the (db, kind) index walked every line of the database (and read
+    # each one's time), ~700 ms at 800,000 lines for the last day's 114,000; (db, time) walks the window.
     for kind, count in conn.execute(
-        "SELECT kind, count(*) FROM lines WHERE db = ? AND time_us >= ? GROUP BY kind", (db_code, from_us)
+        "SELECT kind, count(*) FROM lines WHERE db = ? AND time_us >= ? GROUP BY +kind", (db_code, from_us)
     ):
         counts[KINDS[kind]] = count
     return counts
