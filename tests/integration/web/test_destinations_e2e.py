@@ -63,6 +63,7 @@ def test_create_a_webhook_see_its_secret_once_and_send_a_test_line(
     page.get_by_role("link", name=name).click()
     page.get_by_role("link", name="Edit").click()
     assert secret not in page.content()
+    look(page, "destination-edit")
 
 
 def test_a_read_only_key_sees_no_write_control(page: Page, site: Site) -> None:

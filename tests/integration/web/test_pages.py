@@ -3,9 +3,12 @@ a cross-site form, sign out."""
 
 from __future__ import annotations
 
+import signal
+
 from playwright.sync_api import Page, expect
 
 from forwarder.web.render import CSP
+from tests.harness import poll_until
 from tests.integration.web.conftest import DB, Site, look, sign_in
 
 
@@ -43,6 +46,7 @@ def test_every_page_carries_the_csp_and_a_wrong_id_is_a_404_page(page: Page, sit
         if "no" in path.split("/")[-1]:
             assert response.status == 404
             expect(page.get_by_role("heading", level=1)).to_have_text("Not found")
+    look(page, "not-found")
 
 
 def test_a_form_on_another_site_cannot_change_a_setting(page: Page, site: Site) -> None:
@@ -71,7 +75,16 @@ def test_a_read_write_key_switches_full_text_on_and_off(page: Page, site: Site) 
     assert site.daemon.get(f"/v1/databases/{DB}/logs/overview")["settings"]["full_text"] is False
 
 
-def test_the_alerts_page(page: Page, site: Site) -> None:
+def test_the_alerts_page_and_an_alert(page: Page, site: Site) -> None:
+    # A rule the stored errors already reach; a reload (SIGHUP) evaluates the rules at once.
+    rule = '[[alerts]]\nid = "any-error"\nkinds = ["errors"]\nthreshold = 1\nwindow_seconds = 3600\n'
+    site.daemon.write_config("[insights]\nenabled = true\n" + rule)
+    assert site.daemon.proc is not None
+    site.daemon.proc.send_signal(signal.SIGHUP)
+    poll_until(lambda: bool(site.daemon.get("/v1/alerts")["alerts"]), timeout=20, what="the alert fires")
     sign_in(page, site.read_only, "/ui/alerts")
     expect(page.get_by_role("heading", level=1)).to_have_text("Alerts")
     look(page, "alerts")
+    page.locator("a[href^='/ui/alerts/']").first.click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text("any-error")
+    look(page, "alert")
