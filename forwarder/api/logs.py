@@ -123,7 +123,8 @@ def text(lo: int, hi: int) -> QueryValue:
     return QueryValue(parse, {"type": "string", "minLength": lo, "maxLength": hi})
 
 
-def _line_id(raw: str) -> int:
+def parse_line_id(raw: str) -> int:
+    """A line id as given in a parameter or header; ValueError when it cannot be one."""
     if not raw.isascii() or not raw.isdigit() or len(raw) > 19 or int(raw) > MAX_ID:
         raise ValueError("must be a line id (a decimal integer)")
     return int(raw)
@@ -156,7 +157,7 @@ KIND_NAMES: Final = (*KINDS, *KIND_ALIASES)
 MAX_KIND_NAME: Final = max(map(len, KIND_NAMES))
 # Group, finding, query and alert ids: 16 lowercase hex digits (a 64-bit hash).
 HEX_ID: Final = re.compile(r"[0-9a-f]{16}")
-LineIdParam = Annotated[int, QueryValue(_line_id, {"type": "string", "pattern": "^[0-9]{1,18}$"})]
+LineIdParam = Annotated[int, QueryValue(parse_line_id, {"type": "string", "pattern": "^[0-9]{1,18}$"})]
 TimeParam = Annotated[int, QueryValue(_time, {"type": "string", "format": "date-time"})]
 GroupParam = Annotated[int, QueryValue(_group, {"type": "string", "pattern": f"^{HEX_ID.pattern}$"})]
 KindsParam = Annotated[
@@ -462,9 +463,14 @@ async def list_groups(request: web.Request) -> web.Response:
     return raw_json_response(head + b',"groups":[' + b",".join(parts) + b"]}")
 
 
+async def settings_of(ctx: ApiContext, db: DatabaseView) -> DatabaseSettings:
+    """A database's settings: as last changed through the API or pages, else as configured."""
+    return await ctx.store.get_settings(db.config.id) or DatabaseSettings(db.config.enabled, db.config.full_text)
+
+
 async def overview_of(ctx: ApiContext, db: DatabaseView) -> LogOverview:
     """A database's overview (the API's and the overview page's)."""
-    settings = await ctx.store.get_settings(db.config.id) or DatabaseSettings(db.config.enabled, db.config.full_text)
+    settings = await settings_of(ctx, db)
     now = ctx.clock.now()
     now_us = int(now * 1_000_000)
     day = day_of(now)
@@ -546,7 +552,7 @@ async def change_settings(
 ) -> DatabaseSettings:
     """Change a database's settings (audited); its reader takes them at once. The one use case
     behind the API's PATCH and the overview page's switches."""
-    current = await ctx.store.get_settings(db.config.id) or DatabaseSettings(db.config.enabled, db.config.full_text)
+    current = await settings_of(ctx, db)
     new = DatabaseSettings(
         enabled=current.enabled if patch.enabled is None else patch.enabled,
         full_text=current.full_text if patch.full_text is None else patch.full_text,
@@ -573,21 +579,17 @@ async def patch_settings(request: web.Request) -> web.Response:
     return _send(LogSettings(enabled=new.enabled, full_text=new.full_text))
 
 
-async def database_list(ctx: ApiContext) -> list[Database]:
-    """The configured databases with their settings (the API's list and the databases page)."""
+@routes.get("/v1/databases")
+async def list_databases(request: web.Request) -> web.Response:
+    """The configured databases with their settings (an addition to SPEC, for clients)."""
+    ctx = request.app[CONTEXT]
+    parse_query(request, NoQuery)
     out = []
     for db in ctx.databases.all():
-        s = await ctx.store.get_settings(db.config.id) or DatabaseSettings(db.config.enabled, db.config.full_text)
+        s = await settings_of(ctx, db)
         out.append(
             Database(
                 id=db.config.id, name=db.config.name, host=db.config.host, enabled=s.enabled, full_text=s.full_text
             )
         )
-    return out
-
-
-@routes.get("/v1/databases")
-async def list_databases(request: web.Request) -> web.Response:
-    """The configured databases with their settings (an addition to SPEC, for clients)."""
-    parse_query(request, NoQuery)
-    return _send(DatabaseList(databases=await database_list(request.app[CONTEXT])))
+    return _send(DatabaseList(databases=out))

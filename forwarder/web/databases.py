@@ -8,7 +8,7 @@ from aiohttp import web
 
 from forwarder.api.auth import Principal
 from forwarder.api.context import CONTEXT
-from forwarder.api.logs import DAY_US, SettingsPatch, change_settings, database_list, database_of, overview_of
+from forwarder.api.logs import DAY_US, SettingsPatch, change_settings, database_of, overview_of
 from forwarder.model import KIND_ALIASES, KINDS, Kind
 from forwarder.web.render import page
 from forwarder.web.session import USER
@@ -28,16 +28,15 @@ def principal(request: web.Request) -> Principal:
 async def databases(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     rows: list[dict[str, Any]] = []
-    for db in await database_list(ctx):
-        view = ctx.databases.find(db.id)
-        assert view is not None  # database_list lists exactly the configured databases
-        overview = await overview_of(ctx, view)
+    for db in ctx.databases.all():
+        o = await overview_of(ctx, db)  # its settings, reader and counts: one read of each
         rows.append(
             {
-                "db": db,
-                "source": overview.source,
-                "lines_today": overview.usage_today.lines,
-                "errors_24h": sum(n for kind, n in overview.counts_24h.items() if kind in ERROR_KINDS),
+                "db": o.database,
+                "settings": o.settings,
+                "source": o.source,
+                "lines_today": o.usage_today.lines,
+                "errors_24h": sum(n for kind, n in o.counts_24h.items() if kind in ERROR_KINDS),
             }
         )
     return page(request, "databases.html", {"title": "Databases", "section": "databases", "rows": rows})

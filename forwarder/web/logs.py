@@ -23,13 +23,13 @@ from yarl import URL
 from forwarder.api.context import CONTEXT
 from forwarder.api.errors import ApiError, bad_parameter
 from forwarder.api.logs import (
-    MAX_ID,
     GroupsQuery,
     LogLineModel,
     LogsQuery,
     database_of,
     groups_of,
     line_query,
+    parse_line_id,
     parse_params,
 )
 from forwarder.model import KIND_ALIASES, KINDS, format_time, group_id
@@ -151,9 +151,11 @@ async def line(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     db = database_of(request)
     raw = request.match_info["line_id"]
-    found = None
-    if len(raw) <= 19 and int(raw) <= MAX_ID:
-        found = await ctx.store.line(db.identity.code, int(raw))
+    try:
+        line_no = parse_line_id(raw)
+    except ValueError:
+        line_no = None
+    found = None if line_no is None else await ctx.store.line(db.identity.code, line_no)
     if found is None:
         raise ApiError(404, "not_found", f"no line {raw[:40]} in {db.config.name}")
     doc, key = found
@@ -201,9 +203,10 @@ async def tail(request: web.Request) -> web.StreamResponse:
     after = params.after
     last_event = request.headers.get("Last-Event-ID", "")
     if last_event:
-        if not last_event.isascii() or not last_event.isdigit() or len(last_event) > 19 or int(last_event) > MAX_ID:
-            raise bad_parameter("Last-Event-ID", "must be a line id")
-        after = int(last_event)
+        try:
+            after = parse_line_id(last_event)
+        except ValueError:
+            raise bad_parameter("Last-Event-ID", "must be a line id") from None
     query = replace(line_query(params), after=ctx.store.head_id if after is None else after, limit=TAIL_BATCH)
     stopping = request.app[STOPPING]
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "X-Accel-Buffering": "no"})
