@@ -11,9 +11,10 @@ from __future__ import annotations
 import re
 import secrets
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from functools import cache
+from typing import Any, Final, Literal, TypeVar
 
 from aiohttp import web
 from multidict import MultiMapping
@@ -115,11 +116,11 @@ def _form_field(key: str, prop: Mapping[str, Any], required: bool) -> FormField:
     )
 
 
-def config_fields(model: type[BaseModel]) -> list[FormField]:
+def config_fields(model: type[BaseModel]) -> tuple[FormField, ...]:
     """One input per field of a kind's config model, in the model's order."""
     schema = model.model_json_schema()
     required = set(schema.get("required", ()))
-    return [_form_field(key, prop, key in required) for key, prop in schema.get("properties", {}).items()]
+    return tuple(_form_field(key, prop, key in required) for key, prop in schema.get("properties", {}).items())
 
 
 def secret_field(kind: SinkType[Any], editing: bool) -> FormField:
@@ -136,7 +137,7 @@ def secret_field(kind: SinkType[Any], editing: bool) -> FormField:
     return FormField("secret", "secret", "password", f"{CREDENTIAL} {note}", required, None)
 
 
-def config_from_form(fields: list[FormField], form: MultiMapping[Any]) -> dict[str, Any]:
+def config_from_form(fields: Sequence[FormField], form: MultiMapping[Any]) -> dict[str, Any]:
     """The `config` a submitted form gives: an empty input is left out (its default applies); a
     number that is not one is passed on as typed, for the model to name."""
     out: dict[str, Any] = {}
@@ -189,7 +190,7 @@ def _strings(form: MultiMapping[Any], name: str) -> list[str]:
     return [v for v in form.getall(name, []) if isinstance(v, str)]
 
 
-def typed_values(fields: list[FormField], form: MultiMapping[Any]) -> dict[str, Any]:
+def typed_values(fields: Sequence[FormField], form: MultiMapping[Any]) -> dict[str, Any]:
     """What the person typed, to show the form again: every field but the secret."""
     values: dict[str, Any] = {"name": form.get("name", ""), "enabled": form.get("enabled") == "true"}
     for f in fields:
@@ -199,7 +200,7 @@ def typed_values(fields: list[FormField], form: MultiMapping[Any]) -> dict[str, 
     return values
 
 
-def stored_values(fields: list[FormField], shown: Mapping[str, Any]) -> dict[str, Any]:
+def stored_values(fields: Sequence[FormField], shown: Mapping[str, Any]) -> dict[str, Any]:
     """A destination's view as form values (its URLs masked as the API shows them; no secret)."""
     values: dict[str, Any] = {
         "name": shown["name"],
@@ -213,7 +214,7 @@ def stored_values(fields: list[FormField], shown: Mapping[str, Any]) -> dict[str
     return values
 
 
-def default_values(fields: list[FormField]) -> dict[str, Any]:
+def default_values(fields: Sequence[FormField]) -> dict[str, Any]:
     values: dict[str, Any] = {"name": "", "enabled": True, "filter.kinds": [], "filter.database_ids": []}
     for f in fields:
         values[f.name] = f.default if f.default is not None else (False if f.input == "checkbox" else "")
@@ -290,12 +291,46 @@ def _kind(name: str) -> SinkType[Any]:
     return kind
 
 
+@cache
+def kind_fields(kind: str) -> tuple[FormField, ...]:
+    """The form fields of destination kind `kind` (derived once per kind); a 404 for an unknown kind."""
+    return config_fields(_kind(kind).config)
+
+
 async def _shown(ctx: ApiContext, dest_id: str) -> dict[str, Any]:
     try:
         found = await cases.found(ctx.store, dest_id)
     except cases.DestinationError as exc:
         raise destination_error(exc) from None
     return await view(ctx, *found)
+
+
+def _body_from_form(fields: Sequence[FormField], form: MultiMapping[Any]) -> dict[str, Any]:
+    """The API body a submitted create or edit form stands for (`secret` only when one was typed)."""
+    secret = secret_from_form(form)
+    return {
+        "name": form.get("name", ""),
+        "config": config_from_form(fields, form),
+        "filter": {"kinds": _strings(form, "filter.kinds"), "database_ids": _strings(form, "filter.database_ids")},
+        "enabled": form.get("enabled") == "true",
+        **({"secret": secret} if secret is not None else {}),
+    }
+
+
+R = TypeVar("R")
+
+
+async def _attempt(call: Callable[[], Awaitable[R]]) -> R | ApiError:
+    """`call()`'s result, or the 400 the form is shown again with: a body the API's model refuses
+    (naming the field) or a 400 of the use case. Other errors propagate."""
+    try:
+        return await call()
+    except ValidationError as exc:
+        return validation_error(exc)
+    except ApiError as exc:
+        if exc.status != 400:
+            raise
+        return exc
 
 
 def _form_context(
@@ -307,7 +342,7 @@ def _form_context(
         "title": what,
         "section": SECTION,
         "kind": kind,
-        "fields": config_fields(sink_type.config),
+        "fields": kind_fields(kind),
         "secret": secret_field(sink_type, editing is not None),
         "values": values,
         "editing": editing,
@@ -331,7 +366,7 @@ async def new_destination(request: web.Request) -> web.Response:
     if not kind:
         kinds = [(name, t) for name, t in sorted(SINK_TYPES.items())]
         return page(request, "destination_kinds.html", {"title": "New destination", "section": SECTION, "kinds": kinds})
-    fields = config_fields(_kind(kind).config)
+    fields = kind_fields(kind)
     context = _form_context(request.app[CONTEXT], kind, default_values(fields), editing=None, error=None)
     return page(request, "destination_form.html", context)
 
@@ -343,28 +378,13 @@ async def create_destination(request: web.Request) -> web.Response:
     kind = form.get("type")
     if not isinstance(kind, str):
         raise web.HTTPBadRequest(reason="choose the kind of destination")
-    fields = config_fields(_kind(kind).config)
-    secret = secret_from_form(form)
-    data: dict[str, Any] = {
-        "type": kind,
-        "name": form.get("name", ""),
-        "config": config_from_form(fields, form),
-        "filter": {"kinds": _strings(form, "filter.kinds"), "database_ids": _strings(form, "filter.database_ids")},
-        "enabled": form.get("enabled") == "true",
-        **({"secret": secret} if secret is not None else {}),
-    }
-    try:
-        created = await create_from(ctx, CreateBody.model_validate(data), principal(request))
-    except ValidationError as exc:
-        error = validation_error(exc)
-    except ApiError as exc:
-        if exc.status != 400:
-            raise
-        error = exc
-    else:
-        context = {"title": f"Created {created['name']}", "section": SECTION, "d": created}
+    fields = kind_fields(kind)
+    data = {"type": kind, **_body_from_form(fields, form)}
+    result = await _attempt(lambda: create_from(ctx, CreateBody.model_validate(data), principal(request)))
+    if not isinstance(result, ApiError):
+        context = {"title": f"Created {result['name']}", "section": SECTION, "d": result}
         return page(request, "destination_created.html", context)
-    context = _form_context(ctx, kind, typed_values(fields, form), editing=None, error=error)
+    context = _form_context(ctx, kind, typed_values(fields, form), editing=None, error=result)
     return page(request, "destination_form.html", context, status=400)
 
 
@@ -377,7 +397,7 @@ async def destination(request: web.Request) -> web.Response:
         "section": SECTION,
         "row": _row(shown),
         "d": shown,
-        "fields": config_fields(_kind(shown["type"]).config),
+        "fields": kind_fields(shown["type"]),
         "test": TEST_RESULTS.get(token, shown["id"]) if token else None,
     }
     return page(request, "destination.html", context)
@@ -418,7 +438,7 @@ async def edit_destination(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     dest = await _changeable(ctx, request.match_info["id"])
     shown = await _shown(ctx, dest.id)
-    values = stored_values(config_fields(_kind(dest.type).config), shown)
+    values = stored_values(kind_fields(dest.type), shown)
     return page(request, "destination_form.html", _form_context(ctx, dest.type, values, editing=shown, error=None))
 
 
@@ -427,27 +447,14 @@ async def change_destination(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     dest = await _changeable(ctx, request.match_info["id"])
     form = await request.post()
-    fields = config_fields(_kind(dest.type).config)
-    secret = secret_from_form(form)
-    data: dict[str, Any] = {
-        "name": form.get("name", ""),
-        "config": config_from_form(fields, form),
-        "filter": {"kinds": _strings(form, "filter.kinds"), "database_ids": _strings(form, "filter.database_ids")},
-        "enabled": form.get("enabled") == "true",
-        **({"secret": secret} if secret is not None else {}),  # empty: keep the current one
-    }
-    try:
-        await change_from(ctx, dest, PatchBody.model_validate(data), principal(request))
-    except ValidationError as exc:
-        error = validation_error(exc)
-    except ApiError as exc:
-        if exc.status != 400:
-            raise
-        error = exc
-    else:
+    fields = kind_fields(dest.type)
+    # An empty secret input is no `secret` at all: the current one is kept.
+    body = _body_from_form(fields, form)
+    result = await _attempt(lambda: change_from(ctx, dest, PatchBody.model_validate(body), principal(request)))
+    if not isinstance(result, ApiError):
         raise web.HTTPSeeOther(f"/ui/destinations/{dest.id}")
     shown = await _shown(ctx, dest.id)
-    context = _form_context(ctx, dest.type, typed_values(fields, form), editing=shown, error=error)
+    context = _form_context(ctx, dest.type, typed_values(fields, form), editing=shown, error=result)
     return page(request, "destination_form.html", context, status=400)
 
 
