@@ -99,6 +99,15 @@ def alert_view(a: AlertInstance) -> AlertView:
     )
 
 
+async def alert_instance(request: web.Request) -> AlertInstance:
+    """The alert named by the path's `alert_id` (the API's and the alert page's); ApiError 404 if none."""
+    alert_id = hex_path_id(request, "alert_id", "alert")
+    found = await request.app[CONTEXT].store.read(lambda c: get_instance(c, alert_id))
+    if found is None:
+        raise ApiError(404, "not_found", f"no alert with id {alert_id[:40]!r}")
+    return found
+
+
 @routes.get("/v1/alerts")
 async def list_alerts(request: web.Request) -> web.Response:
     """Alerts of every rule and database (`state=firing`: the current ones), newest first."""
@@ -111,8 +120,4 @@ async def list_alerts(request: web.Request) -> web.Response:
 async def get_alert(request: web.Request) -> web.Response:
     """One alert."""
     parse_query(request, NoQuery)
-    alert_id = hex_path_id(request, "alert_id", "alert")
-    found = await request.app[CONTEXT].store.read(lambda c: get_instance(c, alert_id))
-    if found is None:
-        raise ApiError(404, "not_found", f"no alert with id {alert_id[:40]!r}")
-    return _send(alert_view(found))
+    return _send(alert_view(await alert_instance(request)))

@@ -7,11 +7,9 @@ from typing import Any, Final
 from aiohttp import web
 from yarl import URL
 
-from forwarder.api.alerts import AlertView, alert_view
+from forwarder.api.alerts import AlertView, alert_instance, alert_view
 from forwarder.api.context import CONTEXT, ApiContext
-from forwarder.api.errors import ApiError
-from forwarder.api.logs import hex_path_id
-from forwarder.insights.alerts import get_instance, list_instances
+from forwarder.insights.alerts import list_instances
 from forwarder.model import format_time
 from forwarder.web.render import page
 
@@ -56,10 +54,7 @@ def logs_link(ctx: ApiContext, alert: AlertView, started_us: int, resolved_us: i
 @routes.get("/ui/alerts/{alert_id}")
 async def alert(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
-    alert_id = hex_path_id(request, "alert_id", "alert")
-    found = await ctx.store.read(lambda c: get_instance(c, alert_id))
-    if found is None:
-        raise ApiError(404, "not_found", f"no alert with id {alert_id!r}")
+    found = await alert_instance(request)
     view = alert_view(found)
     logs, rule_known = logs_link(ctx, view, found.started_us, found.resolved_us)
     database = ctx.databases.find(view.database_id)
