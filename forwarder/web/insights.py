@@ -54,6 +54,11 @@ def _without_empty(request: web.Request) -> None:
         raise web.HTTPSeeOther(str(URL(request.path).with_query(kept)))
 
 
+def _window(request: web.Request) -> dict[str, str]:
+    """The page's time window as given (`from`, `to`), for links that keep it."""
+    return {k: v for k in ("from", "to") if (v := request.query.get(k))}
+
+
 def _db_context(db: DatabaseView, title: str) -> dict[str, Any]:
     return {"title": f"{db.config.name}: {title}", "section": "databases", "db": db.config}
 
@@ -92,7 +97,7 @@ async def queries(request: web.Request) -> web.Response:
     _without_empty(request)
     params = parse_query(request, QueriesQuery)
     found = await query_list(insights_of(request), db, params)
-    window = {k: v for k, v in (("from", request.query.get("from")), ("to", request.query.get("to"))) if v}
+    window = _window(request)
     sort_links = {key: str(URL(request.path).with_query({**window, "sort": key})) for key in SORTS}
     context = {
         **_db_context(db, "queries"),
@@ -141,7 +146,7 @@ async def query(request: web.Request) -> web.Response:
         "mean_chart": series_chart(detail, "mean_ms"),
         "lines": lines,
         "group": group,
-        "window": {k: v for k, v in (("from", request.query.get("from")), ("to", request.query.get("to"))) if v},
+        "window": _window(request),
     }
     return page(request, "query.html", context)
 
@@ -190,10 +195,7 @@ async def apply(request: web.Request) -> web.Response:
     db = database_of(request)
     fid = hex_path_id(request, "finding_id", "finding")
     insights = insights_of(request)
-    current = await finding_detail(insights, db, fid)
-    fix_id = request.match_info["fix_id"]
-    if not any(x.fix_id == fix_id for x in current.fixes):
-        raise ApiError(404, "not_found", f"finding {fid!r} has no fix {fix_id[:40]!r}")
+    fix_id = request.match_info["fix_id"]  # the use case answers NotFound for a fix the finding lacks
     outcome: dict[str, Any]
     status = 200
     try:
