@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 
 # Sections that are bound at start (a listening socket, an open store, the key of secrets at
 # rest, the worker processes): a reload that changes them says a restart is needed.
-RESTART_SECTIONS = ("server", "store", "security", "ingest", "insights", "web")
+RESTART_SECTIONS = ("server", "store", "security", "ingest", "insights", "web", "ask")
 READER_STOP_SECONDS = 30.0  # a reader stops between chunks of 1 MiB; only a stuck store takes this long
 
 

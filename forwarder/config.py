@@ -276,6 +276,66 @@ class WebConfig(_Section):
     )
 
 
+def _http_url(value: str) -> str:
+    url = urllib.parse.urlsplit(value)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise ValueError("must be an http:// or https:// URL with a host")
+    if url.password is not None:
+        raise ValueError("must not hold a password; give api_key_env or api_key_file instead")
+    return value.rstrip("/")
+
+
+HttpUrl = Annotated[str, AfterValidator(_http_url)]
+
+
+class AskBuiltinConfig(_Section):
+    """The operator's own model server for everyone's built-in questions: any server with the
+    OpenAI chat-completions API (Ollama, vLLM, llama.cpp's server). Without it the built-in
+    analyst answers (deterministic, inside the daemon)."""
+
+    base_url: HttpUrl = Field(description="The API's base URL, e.g. http://127.0.0.1:11434/v1 for Ollama.")
+    fast_model: str = Field(min_length=1, description="Model for ordinary questions.")
+    deep_model: str = Field("", description="Model for questions asked with `deep`; empty: the fast one.")
+    api_key_env: str | None = Field(None, description="Environment variable holding the server's key, if it needs one.")
+    api_key_file: Path | None = Field(None, description="File holding the server's key (trailing newline ignored).")
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> AskBuiltinConfig:
+        if self.api_key_env is not None and self.api_key_file is not None:
+            raise ValueError("give api_key_env or api_key_file, not both")
+        return self
+
+    def read_api_key(self) -> str | None:
+        return _read_secret(self.api_key_env, self.api_key_file)
+
+
+class AskProviderUrls(_Section):
+    """Where the model providers are reached with an organization's own key. Only this file can
+    change them (the API cannot): point them at a proxy, or at a fake in tests."""
+
+    openai: HttpUrl = Field("https://api.openai.com/v1", description="OpenAI's API base URL.")
+    anthropic: HttpUrl = Field("https://api.anthropic.com", description="Anthropic's API base URL.")
+    openrouter: HttpUrl = Field("https://openrouter.ai/api/v1", description="OpenRouter's API base URL.")
+
+
+class AskConfig(_Section):
+    """Ask: streamed answers about the databases (docs/ask.md)."""
+
+    builtin_monthly_questions: int = Field(
+        100,
+        ge=0,
+        description="Built-in questions each organization may ask per UTC calendar month; 0: none (then "
+        "only an organization's own key answers).",
+    )
+    answer_timeout_seconds: float = Field(
+        120.0, gt=0, le=3600, description="An answer that takes longer ends with an error event."
+    )
+    builtin: AskBuiltinConfig | None = Field(
+        None, description="The operator's model server; left out: the built-in analyst answers."
+    )
+    provider_urls: AskProviderUrls = AskProviderUrls()
+
+
 class DestinationFilterConfig(_Section):
     """Which lines a config-declared destination receives; empty lists mean everything."""
 
@@ -396,6 +456,7 @@ class Config(BaseSettings):
     delivery: DeliveryConfig = DeliveryConfig()
     insights: InsightsConfig = InsightsConfig()
     web: WebConfig = WebConfig()
+    ask: AskConfig = AskConfig()
     databases: list[DatabaseConfig] = Field(default_factory=list)
     destinations: list[DestinationConfig] = Field(default_factory=list)
     alerts: list[AlertRuleConfig] = Field(default_factory=list)
@@ -496,6 +557,12 @@ def config_from_dict(data: dict[str, Any], *, read_secrets: bool = True) -> Conf
             except ValueError as exc:
                 field = "password_env" if db.connection.password_env is not None else "password_file"
                 problems.append(f"databases[{i}].connection.{field}: {exc}")
+    if read_secrets and config.ask.builtin is not None:
+        try:
+            config.ask.builtin.read_api_key()
+        except ValueError as exc:
+            field = "api_key_env" if config.ask.builtin.api_key_env is not None else "api_key_file"
+            problems.append(f"ask.builtin.{field}: {exc}")
     if problems:
         raise ConfigError(problems)
     return config

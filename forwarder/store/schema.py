@@ -215,6 +215,54 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     ) WITHOUT ROWID;
     CREATE INDEX web_sessions_key ON web_sessions (key_id);
     """,
+    # 6: Ask (forwarder/ask), per organization: its settings and own key (sealed), the built-in
+    # questions used per UTC month, and conversations with their messages.
+    """
+    CREATE TABLE ask_orgs (
+        org          TEXT PRIMARY KEY,
+        enabled      INTEGER NOT NULL DEFAULT 0,
+        provider     TEXT,                -- openai, anthropic or openrouter; NULL: no own key
+        sealed_key   BLOB,                -- secrets.SecretBox, owner "ask:<org>"
+        fast_model   TEXT NOT NULL DEFAULT '',
+        deep_model   TEXT NOT NULL DEFAULT '',
+        key_invalid  INTEGER NOT NULL DEFAULT 0,  -- the provider refused the stored key
+        updated_at   INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE ask_usage (
+        org        TEXT NOT NULL,
+        month      TEXT NOT NULL,         -- UTC, YYYY-MM
+        questions  INTEGER NOT NULL,      -- built-in questions accepted
+        PRIMARY KEY (org, month)
+    ) WITHOUT ROWID;
+    CREATE TABLE ask_conversations (
+        id          TEXT PRIMARY KEY,
+        org         TEXT NOT NULL,
+        database    TEXT,                 -- the database id it is about, kept for its life
+        title       TEXT NOT NULL,
+        created_at  INTEGER NOT NULL,
+        updated_at  INTEGER NOT NULL      -- its last message; retention counts from here
+    );
+    CREATE INDEX ask_conversations_org ON ask_conversations (org, updated_at);
+    CREATE INDEX ask_conversations_updated ON ask_conversations (updated_at);
+    CREATE TABLE ask_messages (
+        seq              INTEGER PRIMARY KEY AUTOINCREMENT,
+        id               TEXT NOT NULL UNIQUE,
+        conversation_id  TEXT NOT NULL REFERENCES ask_conversations (id) ON DELETE CASCADE,
+        role             TEXT NOT NULL,   -- user or assistant
+        text             TEXT NOT NULL,
+        status           TEXT NOT NULL,   -- complete, streaming, partial (client left), failed
+        model            TEXT,
+        error            TEXT,            -- JSON {code, message} of a failed answer
+        about            TEXT,            -- JSON {kind, id, database} of a question
+        deep             INTEGER NOT NULL DEFAULT 0,
+        tools            TEXT NOT NULL DEFAULT '[]',    -- JSON [{id, name, label, status}]
+        sources          TEXT NOT NULL DEFAULT '[]',    -- JSON [{label, href}]
+        actions          TEXT NOT NULL DEFAULT '[]',    -- JSON [action]
+        rating           TEXT NOT NULL DEFAULT '',      -- up, down or ''
+        created_at       INTEGER NOT NULL
+    );
+    CREATE INDEX ask_messages_conversation ON ask_messages (conversation_id, seq);
+    """,
 )
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)
