@@ -471,7 +471,9 @@ async def suggestions(ask: AskService, database: str | None) -> list[Suggestion]
         rank = {"critical": 0, "warning": 1, "info": 2}
         findings = []
         for db in dbs:
-            for f in await finding_list(ctx.insights, db, FindingsQuery.model_validate({"status": "open", "limit": "20"})):
+            for f in await finding_list(
+                ctx.insights, db, FindingsQuery.model_validate({"status": "open", "limit": "20"})
+            ):
                 findings.append((rank.get(f.severity, 3), f.last_seen, db.config.id, f))
         findings.sort(key=lambda t: (t[0], -_ts(t[1])))
         for _, _, db_id, f in findings:

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from forwarder.ask.providers.base import Delta, Failed, Finished, ModelRequest, TextDelta, ToolCall, ToolResultTurn
+from forwarder.ask.providers.base import Delta, Finished, ModelRequest, TextDelta, ToolCall, ToolResultTurn
 from forwarder.config import AskConfig
 from tests.unit.api.conftest import Api
 
@@ -48,7 +48,9 @@ def use(api: Api, provider: Scripted) -> None:
     ask.builtin_provider = lambda config: (provider, "fast-model", "deep-model")
 
 
-async def events_of(api: Api, body: dict[str, Any], key: str | None = None) -> tuple[int, list[tuple[str, dict[str, Any]]], Any]:
+async def events_of(
+    api: Api, body: dict[str, Any], key: str | None = None
+) -> tuple[int, list[tuple[str, dict[str, Any]]], Any]:
     """POST /v1/ask: (status, [(event name, data)], headers) for a stream, or the JSON error as the second item."""
     async with api.session.post(api.url("/v1/ask"), json=body, headers=api.auth(key or api.read_write)) as resp:
         raw = await resp.read()
@@ -91,10 +93,12 @@ def grammar_ok(events: list[tuple[str, dict[str, Any]]]) -> None:
 
 
 async def test_a_question_streams_tools_text_sources_and_done(api: Api) -> None:
-    provider = Scripted([
-        [TextDelta("Let me look. "), ToolCall("c1", "list_databases", {}), Finished("m1")],
-        [TextDelta("There are **two**"), TextDelta(" databases."), Finished("m1")],
-    ])
+    provider = Scripted(
+        [
+            [TextDelta("Let me look. "), ToolCall("c1", "list_databases", {}), Finished("m1")],
+            [TextDelta("There are **two**"), TextDelta(" databases."), Finished("m1")],
+        ]
+    )
     use(api, provider)
     await enable(api)
     status, events, headers = await events_of(api, {"question": "which databases?"})
@@ -125,10 +129,13 @@ async def test_refusals_come_in_order_and_count_nothing(api: Api) -> None:
     status, body, _ = await events_of(api, {"question": "hi"}, key=api.read_only)
     assert status == 403
     await enable(api)
-    for bad, field in [({"question": ""}, "question"), ({"question": "x" * 2001}, "question"),
-                       ({"question": "x", "about": {"kind": "finding", "id": "ab"}}, "about.database"),
-                       ({"question": "x", "about": {"kind": "nope", "id": "ab"}}, "about.kind"),
-                       ({"question": "x", "deep": "yes"}, "deep")]:
+    for bad, field in [
+        ({"question": ""}, "question"),
+        ({"question": "x" * 2001}, "question"),
+        ({"question": "x", "about": {"kind": "finding", "id": "ab"}}, "about.database"),
+        ({"question": "x", "about": {"kind": "nope", "id": "ab"}}, "about.kind"),
+        ({"question": "x", "deep": "yes"}, "deep"),
+    ]:
         status, body, _ = await events_of(api, bad)
         assert status == 400 and body["error"]["field"] == field, body
     status, body, _ = await events_of(api, {"question": "x", "conversation_id": "conv_nope"})
