@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from forwarder.ask.providers.base import Delta, Finished, ModelRequest, TextDelta, ToolCall, ToolResultTurn
+from forwarder.ask.providers.base import Delta, Failed, Finished, ModelRequest, TextDelta, ToolCall, ToolResultTurn
 from forwarder.config import AskConfig
 from tests.unit.api.conftest import Api
 
@@ -208,3 +208,283 @@ async def conversation_of(api: Api, providers: list[Scripted], streams: list[Any
     async with api.session.get(api.url(f"/v1/ask/conversations/{oldest}"), headers=api.auth(api.read_only)) as resp:
         data: dict[str, Any] = await resp.json()
         return data
+
+
+# --- more of the contract ---------------------------------------------------------------------------
+
+
+def service(api: Api) -> Any:
+    ask = api.daemon._ctx.ask  # type: ignore[union-attr]
+    assert ask is not None
+    return ask
+
+
+async def key_of_org(api: Api, org: str, role: str = "read-write") -> str:
+    from forwarder.store import state as S
+
+    _, full = await api.daemon.store.write(lambda c: S.create_key(c, org, role, 1, org=org))  # type: ignore[arg-type]
+    return str(full)
+
+
+async def get_json(api: Api, path: str, key: str) -> tuple[int, Any]:
+    async with api.session.get(api.url(path), headers=api.auth(key)) as resp:
+        return resp.status, await resp.json()
+
+
+async def test_every_event_matches_the_documented_models(api: Api) -> None:
+    from forwarder.api.ask import AskEvent
+    from forwarder.ask.events import FixAction, LinkAction, Source
+    from forwarder.ask.providers.base import ToolSpec
+    from forwarder.ask.tools import TOOLS, Tool, ToolOutcome
+
+    async def suggest(ctx: Any, args: dict[str, Any]) -> ToolOutcome:
+        return ToolOutcome(
+            {"ok": 1},
+            (Source("Finding f", "/ui/databases/main/findings/00000000000000aa"),),
+            (
+                FixAction(
+                    "main", "00000000000000aa", "raise", "Raise it", "/ui/databases/main/findings/00000000000000aa"
+                ),
+                LinkAction("/ui/databases/main", "Overview"),
+            ),
+        )
+
+    TOOLS["suggest_for_test"] = Tool(
+        ToolSpec("suggest_for_test", "test", {"type": "object"}), lambda a: "Testing", suggest
+    )
+    try:
+        use(
+            api,
+            Scripted(
+                [
+                    [ToolCall("a", "suggest_for_test", {}), ToolCall("b", "no_such_tool", {}), Finished("m")],
+                    [TextDelta("done"), Finished("m")],
+                ]
+            ),
+        )
+        await enable(api)
+        _, events, _ = await events_of(api, {"question": "q"})
+    finally:
+        del TOOLS["suggest_for_test"]
+    grammar_ok(events)
+    for _, data in events:
+        AskEvent.model_validate(data)
+    steps = [(d["tool"]["id"], d["tool"]["status"]) for n, d in events if n == "tool"]
+    assert steps == [("a", "running"), ("a", "done"), ("b", "running"), ("b", "error")]
+    actions = [d["action"] for n, d in events if n == "action"]
+    assert [a["kind"] for a in actions] == ["fix", "link"] and actions[0]["fix_id"] == "raise"
+    names = [n for n, _ in events]
+    assert names.index("action") > names.index("text") and names[-1] == "done"
+
+
+async def test_builtin_questions_count_down_and_run_out(api: Api) -> None:
+    from forwarder.config import AskConfig
+
+    ask = service(api)
+    ask.config = AskConfig(builtin_monthly_questions=2)
+    use(api, Scripted([]))
+    await enable(api)
+    remaining = []
+    for _ in range(2):
+        _, events, _ = await events_of(api, {"question": "q"})
+        remaining.append(events[-1][1]["done"]["remaining"])
+    assert remaining == [1, 0]
+    status, body, _ = await events_of(api, {"question": "q"})
+    assert (status, body["error"]["code"]) == (402, "limit_reached")
+    _, settings = await get_json(api, "/v1/ask/settings", api.read_only)
+    assert settings["usage"] | {"month": None} == {
+        "month": None,
+        "builtin_used": 2,
+        "builtin_allowance": 2,
+        "builtin_remaining": 0,
+    }
+    api.clock.advance(32 * 86400)  # a new calendar month (the fake clock starts mid-January 2027)
+    status, _, _ = await events_of(api, {"question": "q"})
+    assert status == 200
+    ask.config = AskConfig(builtin_monthly_questions=0)
+    status, body, _ = await events_of(api, {"question": "q"})
+    assert (status, body["error"]["code"]) == (402, "no_model")
+    _, settings = await get_json(api, "/v1/ask/settings", api.read_only)
+    assert settings["source"] == "none" and settings["handled_by"]["kind"] == "none"
+
+
+async def test_an_own_key_answers_and_a_refused_key_is_marked_unusable(
+    api: Api, caplog: pytest.LogCaptureFixture
+) -> None:
+    from forwarder.ask.providers.base import KeyCheck
+
+    secret = "sk-test-" + "s3cr3t" * 6
+    ask = service(api)
+    verdicts = {"ok": KeyCheck("ok"), "bad": KeyCheck("refused", "401"), "down": KeyCheck("unreachable", "timeout")}
+
+    async def check(provider: str, api_key: str, config: Any) -> KeyCheck:
+        return verdicts[api_key.split(":")[0]] if ":" in api_key else verdicts["ok"]
+
+    ask.check_key = check
+    given: list[tuple[str, str]] = []
+    provider = Scripted(
+        [
+            [TextDelta("from the provider"), Finished("gpt-x")],
+            [TextDelta("partial "), Failed("key_invalid", "openai refused the key (401)", key_refused=True)],
+        ]
+    )
+
+    def own(name: str, api_key: str, config: Any) -> Scripted:
+        given.append((name, api_key))
+        return provider
+
+    ask.own_key_provider = own
+    await enable(api)
+    for key, status, code in [("bad:x", 422, "key_refused"), ("down:x", 502, "provider_unreachable")]:
+        async with api.session.put(
+            api.url("/v1/ask/key"), json={"provider": "openai", "api_key": key}, headers=api.auth(api.read_write)
+        ) as resp:
+            assert resp.status == status and (await resp.json())["error"]["code"] == code
+    async with api.session.put(
+        api.url("/v1/ask/key"),
+        json={"provider": "openai", "api_key": secret, "deep_model": "big"},
+        headers=api.auth(api.read_write),
+    ) as resp:
+        shown = await resp.text()
+        assert resp.status == 200
+    settings = orjson.loads(shown)
+    assert settings["source"] == "own_key" and settings["provider"] == "openai" and settings["key_usable"] is True
+    assert settings["fast_model"] == "gpt-4.1-mini" and settings["deep_model"] == "big"
+    status, events, _ = await events_of(api, {"question": "q", "deep": True})
+    assert events[-1][1]["done"] == {"model": "gpt-x", "remaining": -1}
+    assert given == [("openai", secret)] and provider.requests[0].model == "big"
+    status, events, _ = await events_of(api, {"question": "q"})
+    assert [n for n, _ in events] == ["start", "text", "error"] and events[-1][1]["error"]["code"] == "key_invalid"
+    status, body, _ = await events_of(api, {"question": "q"})
+    assert (status, body["error"]["code"]) == (409, "key_invalid")
+    _, settings = await get_json(api, "/v1/ask/settings", api.read_only)
+    assert settings["key_usable"] is False
+    # setting a key again makes it usable; removing it goes back to the built-in questions
+    async with api.session.put(
+        api.url("/v1/ask/key"), json={"provider": "anthropic", "api_key": secret}, headers=api.auth(api.read_write)
+    ) as resp:
+        assert resp.status == 200 and (await resp.json())["key_usable"] is True
+    async with api.session.delete(api.url("/v1/ask/key"), headers=api.auth(api.read_write)) as resp:
+        assert resp.status == 204
+    async with api.session.delete(api.url("/v1/ask/key"), headers=api.auth(api.read_write)) as resp:
+        assert resp.status == 404
+    _, settings = await get_json(api, "/v1/ask/settings", api.read_only)
+    assert settings["source"] == "builtin" and settings["provider"] is None
+    # the key is nowhere: answers, audit, log records, metrics
+    audit = await api.daemon.store.audit_records(50)
+    actions = [r["action"] for r in audit]
+    assert actions.count("ask.key_set") == 2 and "ask.key_removed" in actions and "ask.enabled" in actions
+    async with api.session.get(api.url("/metrics")) as resp:
+        metrics = await resp.text()
+    _, convs = await get_json(api, "/v1/ask/conversations", api.read_write)
+    everything = shown + orjson.dumps(audit).decode() + caplog.text + metrics + orjson.dumps(convs).decode()
+    assert secret not in everything and "s3cr3t" not in everything
+    raw_store = (api.daemon.store.path).read_bytes()
+    assert secret.encode() not in raw_store  # sealed at rest
+
+
+async def test_one_organization_never_sees_anothers_conversations_settings_or_key(api: Api) -> None:
+    use(api, Scripted([]))
+    await enable(api)
+    _, events, _ = await events_of(api, {"question": "mine"})
+    conv_id, message_id = events[0][1]["conversation_id"], events[0][1]["message_id"]
+    other = await key_of_org(api, "acme")
+    other_ro = await key_of_org(api, "acme", "read-only")
+    assert (await get_json(api, f"/v1/ask/conversations/{conv_id}", other_ro))[0] == 404
+    assert (await get_json(api, "/v1/ask/conversations", other_ro))[1] == {"conversations": []}
+    _, theirs = await get_json(api, "/v1/ask/settings", other_ro)
+    assert theirs["enabled"] is False and theirs["usage"]["builtin_used"] == 0
+    status, _, _ = await events_of(api, {"question": "x", "conversation_id": conv_id}, key=other)
+    assert status == 404  # their Ask is off too, but a foreign conversation is unknown first
+    for method, path, body_ in [
+        ("DELETE", f"/v1/ask/conversations/{conv_id}", None),
+        ("POST", f"/v1/ask/messages/{message_id}/feedback", {"rating": "up"}),
+    ]:
+        async with api.session.request(method, api.url(path), json=body_, headers=api.auth(other)) as resp:
+            assert resp.status == 404
+    async with api.session.delete(api.url("/v1/ask/conversations"), headers=api.auth(other)) as resp:
+        assert (await resp.json()) == {"deleted": 0}
+    assert (await get_json(api, f"/v1/ask/conversations/{conv_id}", api.read_only))[0] == 200
+
+
+async def test_conversations_continue_keep_their_database_and_expire_after_30_days(api: Api) -> None:
+    provider = Scripted([])
+    use(api, provider)
+    await enable(api)
+    _, events, _ = await events_of(api, {"question": "first about main", "database": "Main DB"})
+    conv_id = events[0][1]["conversation_id"]
+    api.clock.advance(3600)
+    _, events, _ = await events_of(api, {"question": "and then?", "conversation_id": conv_id})
+    assert events[0][1]["conversation_id"] == conv_id
+    second = provider.requests[-1]
+    assert second.database == "main" and [type(t).__name__ for t in second.turns] == [
+        "UserTurn",
+        "AssistantTurn",
+        "UserTurn",
+    ]
+    status, body, _ = await events_of(api, {"question": "x", "conversation_id": conv_id, "database": "other"})
+    assert status == 400 and body["error"]["field"] == "database"
+    api.clock.advance(3600)
+    _, events, _ = await events_of(api, {"question": "a newer one"})
+    _, listed = await get_json(api, "/v1/ask/conversations", api.read_only)
+    assert [c["title"] for c in listed["conversations"]] == ["a newer one", "first about main"]
+    assert listed["conversations"][1]["database"] == "main" and listed["conversations"][1]["message_count"] == 4
+    # feedback on an answer; a question cannot be rated
+    _, conv = await get_json(api, f"/v1/ask/conversations/{conv_id}", api.read_only)
+    question, answer = conv["messages"][0]["id"], conv["messages"][1]["id"]
+    for mid, rating, status in [(answer, "up", 200), (answer, "", 200), (answer, "down", 200), (question, "up", 400)]:
+        async with api.session.post(
+            api.url(f"/v1/ask/messages/{mid}/feedback"), json={"rating": rating}, headers=api.auth(api.read_write)
+        ) as resp:
+            assert resp.status == status
+    async with api.session.post(
+        api.url(f"/v1/ask/messages/{answer}/feedback"), json={"rating": "meh"}, headers=api.auth(api.read_write)
+    ) as resp:
+        assert resp.status == 400 and (await resp.json())["error"]["field"] == "rating"
+    _, conv = await get_json(api, f"/v1/ask/conversations/{conv_id}", api.read_only)
+    assert conv["messages"][1]["rating"] == "down"
+    # 30 days after its last message a conversation is gone; the newer one stays a moment longer
+    api.clock.advance(30 * 86400 - 3600 + 1)
+    _, listed = await get_json(api, "/v1/ask/conversations", api.read_only)
+    assert [c["title"] for c in listed["conversations"]] == ["a newer one"]
+    assert (await get_json(api, f"/v1/ask/conversations/{conv_id}", api.read_only))[0] == 404
+    async with api.session.delete(api.url("/v1/ask/conversations"), headers=api.auth(api.read_write)) as resp:
+        assert (await resp.json()) == {"deleted": 1}
+    audit = await api.daemon.store.audit_records(10)
+    assert audit[0]["action"] == "ask.conversations_deleted" and audit[0]["details"] == {"conversations": 1}
+
+
+async def test_a_silent_model_gets_keepalives_and_a_slow_one_a_timeout(api: Api) -> None:
+    from forwarder.config import AskConfig
+
+    ask = service(api)
+    ask.keepalive_seconds = 0.05
+    ask.config = AskConfig(answer_timeout_seconds=0.3)
+    never = asyncio.Event()
+    use(api, Scripted([[TextDelta("hmm")]], stall=never))
+    await enable(api)
+    async with api.session.post(api.url("/v1/ask"), json={"question": "q"}, headers=api.auth(api.read_write)) as resp:
+        raw = (await resp.read()).decode()
+    assert ": keep-alive\n\n" in raw
+    assert raw.rstrip().splitlines()[-2:] == [
+        "event: error",
+        'data: {"type":"error","error":{"code":"timeout","message":"no answer within 0.3 s"}}',
+    ]
+    _, listed = await get_json(api, "/v1/ask/conversations", api.read_only)
+    _, conv = await get_json(api, f"/v1/ask/conversations/{listed['conversations'][0]['id']}", api.read_only)
+    assert conv["messages"][1]["status"] == "failed" and conv["messages"][1]["text"] == "hmm"
+
+
+async def test_read_only_keys_read_but_cannot_ask_or_change(api: Api) -> None:
+    for method, path, body in [
+        ("POST", "/v1/ask", {"question": "q"}),
+        ("PUT", "/v1/ask/settings", {"enabled": True}),
+        ("PUT", "/v1/ask/key", {"provider": "openai", "api_key": "k"}),
+        ("DELETE", "/v1/ask/key", None),
+        ("DELETE", "/v1/ask/conversations", None),
+    ]:
+        async with api.session.request(method, api.url(path), json=body, headers=api.auth(api.read_only)) as resp:
+            assert resp.status == 403, path
+    for path in ("/v1/ask/settings", "/v1/ask/suggestions", "/v1/ask/conversations"):
+        assert (await get_json(api, path, api.read_only))[0] == 200
+    assert (await get_json(api, "/v1/ask/suggestions?database=nope", api.read_only))[0] == 404
