@@ -261,8 +261,11 @@ def _insights(ctx: ToolContext) -> Insights:
 
 
 def _clip(value: Any, limit: int = TEXT_CLIP) -> Any:
+    """Text cut to `limit` characters, keeping its start and its end (where PostgreSQL puts totals
+    such as autovacuum's and checkpoints' elapsed times)."""
     if isinstance(value, str) and len(value) > limit:
-        return value[: limit - 1] + "…"
+        tail = limit // 4
+        return value[: limit - tail - 3] + " … " + value[-tail:]
     return value
 
 

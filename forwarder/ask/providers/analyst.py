@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any, Final, Literal
 
 import orjson
@@ -287,10 +288,13 @@ def _more_calls(ask: Ask, done: tuple[Result, ...]) -> list[ToolCall]:
                 db = r.data["database"]
                 calls.append(_call(ask, "more", "finding", len(calls), "get_finding", id=f["id"], database=db))
         if r.call.name == "get_alert":
+            # The lines the rule counted: its window before the evaluation that fired, up to the end.
             a = r.data
+            started = datetime.fromisoformat(str(a["started_at"]).replace("Z", "+00:00"))
+            since = (started - timedelta(seconds=int(a["window_seconds"]))).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
             calls.append(
                 _call(ask, "more", "alertlines", len(calls), "search_logs", database=a["database_id"],
-                      **{"from": a["started_at"]}, to=a["resolved_at"], limit=20)
+                      **{"from": since}, to=a["resolved_at"], limit=20)
             )  # fmt: skip
     return calls
 
@@ -801,8 +805,8 @@ def _render_about(r: Result, done: tuple[Result, ...]) -> list[str]:
         state = "firing" if d["state"] == "firing" else f"resolved at {_time(d['resolved_at'])}"
         out.append(
             f"{link('Alert ' + str(d['rule']), d['href'])} on {md(d.get('database_name') or d['database_id'])}:"
-            f" {md(d['severity'])}, {state}; {d['value']} matching lines in {d['window_seconds']} s against a"
-            f" threshold of {d['threshold']}, since {_time(d['started_at'])}."
+            f" {md(d['severity'])}, {state}; {_plural(int(d['value']), 'matching line')} in"
+            f" {d['window_seconds']} s against a threshold of {d['threshold']}, since {_time(d['started_at'])}."
         )
         for search in [x.data for x in done if _tag(x.call.id) == "alertlines" and x.error is None]:
             rows = [[link(_t(ln["time"]), ln["href"]), md(ln["kind"]), md(ln.get("message", ""), 140)]

@@ -357,3 +357,38 @@ async def test_a_second_question_in_a_conversation_plans_afresh(api: Api) -> Non
     second = await answer(api, "and deadlocks?", history=history)
     assert {c.id for c in first.calls}.isdisjoint(c.id for c in second.calls)
     assert "**1 deadlock**" in second.text
+
+
+async def test_autovacuum_runs_per_table_with_their_longest_time(api: Api) -> None:
+    await store(api, ALL)
+    a = await answer(api, "is autovacuum keeping up?")
+    assert "Autovacuum logged **4 runs** on 2 tables in the stored log. No finding says it is falling behind." in a.text
+    assert "| shop.public.big | vacuum | 1 | 10.0 |" in a.text and "| shop.public.big | analyze | 1 | 30.0 |" in a.text
+
+
+async def test_about_a_query_shows_its_numbers_and_statement(api: Api) -> None:
+    text = "".join(
+        f"{stamp(T0_S + i)} [7] app@shop/psql [local] 00000 LOG:  duration: {ms:.3f} ms  statement: SELECT {i}\n"
+        for i, ms in enumerate([5.0, 15.0])
+    )
+    await store(api, text)
+    listed = await TOOLS["list_queries"].run(context(api, "main"), {})
+    qid = listed.data["queries"][0]["id"]
+    a = await answer(api, "why is it slow?", database=None, about=About("query", qid, "main"))
+    assert a.calls[0].name == "get_query"
+    assert "```sql\nSELECT $1\n```" in a.text and "| 2 | 10.0 |" in a.text and "Users: app" in a.text
+
+
+@pytest.mark.parametrize(
+    "api_overrides",
+    [{"alerts": [{"id": "deadlocks", "kinds": ["deadlock"], "threshold": 1, "window_seconds": 300}]}],
+)
+async def test_about_an_alert_shows_it_and_the_lines_since_it_started(api: Api) -> None:
+    await store(api, restamped(PG.DEADLOCK, api.clock.now() - 20))
+    assert api.daemon.alerts is not None
+    await api.daemon.alerts.evaluate_once()
+    listed = await TOOLS["list_alerts"].run(context(api, None), {})
+    (alert,) = listed.data["alerts"]
+    a = await answer(api, "what is this?", database=None, about=About("alert", alert["id"]))
+    assert a.text.startswith(f"[Alert deadlocks](/ui/alerts/{alert['id']}) on Main DB: warning, firing;")
+    assert "deadlock detected" in a.text
