@@ -20,6 +20,8 @@ from tests.harness import poll_until
 from tests.integration.web.conftest import browser, sign_in  # noqa: F401 - the module's chromium
 from tests.pgcluster import PgCluster
 
+pytestmark = pytest.mark.e2e  # the sources are opened in chromium
+
 DB: Final = "main"
 ALLOWANCE: Final = 5
 SETTINGS: Final = {"log_lock_waits": "on", "deadlock_timeout": "100ms"}
