@@ -250,6 +250,7 @@ _PREFIX: dict[Flavour, str] = {"openai": "/v1", "openrouter": "/api/v1", "builti
 @dataclass
 class FakeOpenAI(_Base):
     flavour: Flavour = "openai"
+    sent_key: str = ""
 
     def __post_init__(self) -> None:
         self.stream_path = _PREFIX[self.flavour] + "/chat/completions"
@@ -260,6 +261,7 @@ class FakeOpenAI(_Base):
         return self.origin + _PREFIX[self.flavour]
 
     def check_auth(self, request: web.Request) -> None:
+        self.sent_key = request.headers.get("Authorization", "").removeprefix("Bearer ")
         if request.headers.get("Authorization") != f"Bearer {self.api_key}":
             raise _Unauthorized
 
@@ -312,8 +314,8 @@ class FakeOpenAI(_Base):
 
     def error_body(self, status: int) -> dict[str, Any]:
         if status == 401:
-            # OpenAI repeats (part of) the key in this message; the adapter must not pass it on.
-            message = f"Incorrect API key provided: {self.api_key}."
+            # OpenAI repeats (part of) the key it got in this message; the adapter must not pass it on.
+            message = f"Incorrect API key provided: {self.sent_key}."
             kind, code = "invalid_request_error", "invalid_api_key"
         elif status == 429:
             message, kind, code = "Rate limit reached.", "requests", "rate_limit_exceeded"

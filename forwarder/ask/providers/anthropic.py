@@ -12,6 +12,7 @@ error's type.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from forwarder.ask.providers.base import (
 )
 
 _NAME = "Anthropic"
+log = logging.getLogger(__name__)
 _IDENTIFIER = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 # Error types (https://docs.anthropic.com/en/api/errors) that say "try again later".
 _UNAVAILABLE_TYPES = frozenset({"api_error", "overloaded_error", "rate_limit_error", "timeout_error"})
@@ -81,6 +83,8 @@ class AnthropicProvider:
             yield _failure(exc)
         except ValueError:  # json.JSONDecodeError from the SDK's SSE decoding
             yield Failed("provider_error", f"{_NAME} sent a stream that is not JSON")
+        except Exception as exc:  # the SDK lets its HTTP client's errors out mid-stream
+            yield _transport_failure(exc, _NAME)
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -142,6 +146,15 @@ class _Turn:
                 yield Failed("refused", "the model declined to answer this question")
         elif kind == "message_stop":
             yield Finished(self.model, self.input_tokens, self.output_tokens)
+
+
+def _transport_failure(exc: Exception, name: str) -> Failed:
+    """An error of the SDK's HTTP client that the SDK did not wrap (its read timeout while a
+    stream is read): a provider that went silent or away. Only the error's type is logged."""
+    log.warning("the stream from %s failed: %s", name, type(exc).__name__)
+    if "Timeout" in type(exc).__name__:
+        return Failed("provider_unavailable", f"{name} did not answer in time")
+    return Failed("provider_unavailable", f"the connection to {name} failed")
 
 
 def _arguments(block: _Block) -> dict[str, Any] | None:

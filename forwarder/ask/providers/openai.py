@@ -17,6 +17,7 @@ Vendor error texts are never passed on: OpenAI's 401 body repeats part of the ke
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from forwarder.ask.providers.base import (
 )
 
 _VENDOR_NAMES = {"openai": "OpenAI", "openrouter": "OpenRouter", "builtin": "the model server"}
+log = logging.getLogger(__name__)
 _IDENTIFIER = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 
 
@@ -92,6 +94,8 @@ class OpenAIChatProvider:
             yield _failure(exc, name)
         except ValueError:  # json.JSONDecodeError from the SDK's SSE decoding
             yield Failed("provider_error", f"{name} sent a stream that is not JSON")
+        except Exception as exc:  # the SDK lets its HTTP client's errors out mid-stream
+            yield _transport_failure(exc, name)
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -154,6 +158,15 @@ class _Turn:
             calls.append(ToolCall(call.id, call.name, arguments))
         yield from calls
         yield Finished(self.model, self.input_tokens, self.output_tokens)
+
+
+def _transport_failure(exc: Exception, name: str) -> Failed:
+    """An error of the SDK's HTTP client that the SDK did not wrap (its read timeout while a
+    stream is read): a provider that went silent or away. Only the error's type is logged."""
+    log.warning("the stream from %s failed: %s", name, type(exc).__name__)
+    if "Timeout" in type(exc).__name__:
+        return Failed("provider_unavailable", f"{name} did not answer in time")
+    return Failed("provider_unavailable", f"the connection to {name} failed")
 
 
 def _arguments(text: str) -> dict[str, Any] | None:

@@ -299,3 +299,19 @@ async def test_the_key_is_in_no_failure_message_and_no_log_record(rig: Rig, capl
     leaks = [text for text in messages + logged if SECRET_KEY in text or SECRET_KEY[-12:] in text]
     assert leaks == []
     assert SECRET_KEY not in repr(rig.provider)
+
+
+@pytest.mark.parametrize("vendor", VENDORS)
+async def test_a_provider_that_goes_silent_past_the_timeout_is_unavailable(vendor: Vendor) -> None:
+    async with running(fake_for(vendor)) as fake:
+        fake.turns.append([Text("Thinking"), Stall()])
+        provider = provider_for(vendor, fake.base_url, timeout_seconds=0.2)  # the SDK's read timeout, real time
+        try:
+            deltas = [d async for d in provider.stream(ask())]
+        finally:
+            await provider.aclose()
+
+    assert deltas[0] == TextDelta("Thinking")
+    failed = ends_once(deltas)
+    assert isinstance(failed, Failed) and failed.code == "provider_unavailable"
+    assert "in time" in failed.message
