@@ -36,6 +36,7 @@ from forwarder.secrets import SecretBox, load_key
 from forwarder.sources.parsing import ParseWorker
 from forwarder.sources.tail import DatabaseFollower
 from forwarder.store import DatabaseSettings, Identity, Store
+from forwarder.usecases.ask import AskService
 from forwarder.usecases.destinations import Ports, sync_declared
 
 log = logging.getLogger(__name__)
@@ -110,6 +111,7 @@ class Daemon:
         self._insights_task: asyncio.Task[None] | None = None
         self.alerts: AlertEvaluator | None = None
         self._alerts_task: asyncio.Task[None] | None = None
+        self._ask_task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._reload = asyncio.Event()
 
@@ -147,6 +149,8 @@ class Daemon:
             insights=self.insights,
             findings=self.insights,
         )
+        self._ctx.ask = AskService(self.config.ask, self._ctx, box, self.clock)
+        self._ask_task = asyncio.create_task(self._ctx.ask.run(), name="ask")
         self.api = ApiServer(self._ctx)
         await self.api.start()
         log.info(
@@ -299,21 +303,13 @@ class Daemon:
             await self.api.aclose()
         if self.delivery is not None:
             await self.delivery.drain(self.config.delivery.shutdown_grace_seconds)
-        if self._insights_task is not None:
-            self._insights_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._insights_task
-            self._insights_task = None
-        if self._alerts_task is not None:
-            self._alerts_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._alerts_task
-            self._alerts_task = None
-        if self._store_task is not None:
-            self._store_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._store_task
-            self._store_task = None
+        # The store's task last: the others write through it.
+        for task in (self._ask_task, self._insights_task, self._alerts_task, self._store_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._ask_task = self._insights_task = self._alerts_task = self._store_task = None
         for worker in self._workers:
             await worker.aclose()
         if self.store.is_open:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from aiohttp import web
 
@@ -14,6 +14,9 @@ from forwarder.store import DatabaseSettings, Identity, Store
 from forwarder.store.destinations import DeliveryState, Destination
 from forwarder.usecases.destinations import Delivery
 from forwarder.usecases.fixes import Findings
+
+if TYPE_CHECKING:
+    from forwarder.usecases.ask import AskService
 
 
 class SourceView(Protocol):
@@ -64,6 +67,7 @@ class ApiContext:
     destinations: Destinations | None = None
     insights: Insights | None = None  # None when [insights] is off
     findings: Findings | None = None
+    ask: AskService | None = None  # set by the daemon once the context exists (Ask's tools read it)
     ready: bool = False
 
 

@@ -29,17 +29,22 @@ class Error(BaseModel):
 class ApiError(Exception):
     """An error the caller caused or must know about; `message` never holds a secret."""
 
-    def __init__(self, status: int, code: str, message: str, *, field: str | None = None) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, *, field: str | None = None, headers: dict[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.field = field
+        self.headers = headers or {}
 
     def response(self) -> web.Response:
         error = Error(error=ErrorDetail(code=self.code, message=self.message, field=self.field))
         body = orjson.dumps(error.model_dump(exclude_none=True))
-        headers = {"WWW-Authenticate": 'Bearer realm="forwarder"'} if self.status == 401 else None
+        headers = dict(self.headers)
+        if self.status == 401:
+            headers["WWW-Authenticate"] = 'Bearer realm="forwarder"'
         return web.Response(status=self.status, body=body, content_type=JSON, headers=headers)
 
 

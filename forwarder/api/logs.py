@@ -542,7 +542,10 @@ async def read_json_object(request: web.Request) -> dict[str, object]:
 def validation_error(exc: ValidationError, within: str = "") -> ApiError:
     """The first problem of a body, naming its field (`within` prefixes it: `config.url`)."""
     err = exc.errors(include_url=False, include_input=False)[0]
-    name = ".".join([*([within] if within else []), *(str(p) for p in err["loc"])])
+    # A union (an optional nested body) puts its member's tag in the path ("AboutBody",
+    # "function-after[...]"); fields are snake_case, so such parts are the tags, not fields.
+    parts = [str(p) for p in err["loc"] if not (isinstance(p, str) and (p[:1].isupper() or "[" in p))]
+    name = ".".join([*([within] if within else []), *parts])
     message = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
     return bad_body(name, message)
 

@@ -18,6 +18,20 @@ from pydantic import BaseModel, Field, RootModel, ValidationError, create_model
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue, models_json_schema
 
 from forwarder.api.alerts import AlertList, AlertsQuery, AlertView
+from forwarder.api.ask import (
+    AskEvent,
+    AskSettingsView,
+    ConversationDetail,
+    ConversationList,
+    DeletedCount,
+    FeedbackBody,
+    FeedbackStored,
+    KeyBody,
+    QuestionRequest,
+    SettingsBody,
+    SuggestionList,
+    SuggestionsQuery,
+)
 from forwarder.api.destinations import (
     CreateBody,
     CreatedView,
@@ -58,15 +72,23 @@ PATH_PARAMETERS: Final = {
     "finding_id": "The finding's id (16 hex digits).",
     "query_id": "The query's id, its fingerprint (16 hex digits).",
     "alert_id": "The alert's id (16 hex digits).",
+    "conversation_id": "The conversation's id.",
+    "message_id": "The id of an answer (the `message_id` of its stream's `start` event).",
 }
 ERROR_TEXTS: Final = {
     400: "A parameter or the body is invalid; `error.field` names it.",
     401: "No key, or an unknown or revoked key.",
-    403: "A read-only key on a write.",
-    404: "No database, destination, finding, fix, query or alert with that id (or name).",
-    409: "The destination is declared in the config file (`managed_by: config`); change it there.",
+    402: "`no_model`: no built-in questions and no own key; `limit_reached`: this month's built-in questions are"
+    " used up.",
+    403: "A read-only key on a write; `not_enabled`: Ask is off for the organization.",
+    404: "No database, destination, finding, fix, query, alert, conversation or message with that id (or name).",
+    409: "The destination is declared in the config file (`managed_by: config`), or `key_invalid`: the provider"
+    " refused the stored Ask key; store one again.",
+    422: "`key_refused`: the provider refused the key; nothing was stored.",
+    429: "`rate_limited`: more than 10 questions a minute or 3 at once for the organization; see `Retry-After`.",
     415: "The body is not JSON.",
-    502: "The database's server could not be reached or refused the fix; `error.message` says why.",
+    502: "The database's server could not be reached or refused the fix, or (`provider_unreachable`) the model"
+    " provider could not be asked; `error.message` says why.",
     503: "Delivery is not running, or insights are turned off (`[insights] enabled = false`).",
 }
 
@@ -182,7 +204,7 @@ def destination_models() -> Documented:
 
 # --- operations -------------------------------------------------------------------------------
 
-Method = Literal["get", "post", "patch", "delete"]
+Method = Literal["get", "post", "put", "patch", "delete"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,6 +311,53 @@ def operations() -> list[Operation]:
         Operation(
             "get", "/v1/alerts/{alert_id}", "getAlert", "One alert",
             {200: (AlertView, "The alert.")}, (400, 401, 404),
+        ),
+        Operation(
+            "post", "/v1/ask", "ask", "Ask a question; the answer streams as server-sent events",
+            {200: (AskEvent, "`text/event-stream`: events named by their `type`, each `data` one JSON object; `start`"
+                   " first, exactly one `done` or `error` last; comment lines keep the stream alive.")},
+            (400, 401, 402, 403, 404, 409, 415, 429), body=QuestionRequest, media_type="text/event-stream",
+        ),
+        Operation(
+            "get", "/v1/ask/settings", "getAskSettings", "The organization's Ask settings and this month's usage",
+            {200: (AskSettingsView, "The settings.")}, (400, 401),
+        ),
+        Operation(
+            "put", "/v1/ask/settings", "putAskSettings", "Turn Ask on or off for the organization",
+            {200: (AskSettingsView, "The settings now.")}, (400, 401, 403, 415), body=SettingsBody,
+        ),
+        Operation(
+            "put", "/v1/ask/key", "putAskKey", "Check the organization's own key with the provider, then store it"
+            " encrypted", {200: (AskSettingsView, "Stored; the settings now (never the key).")},
+            (400, 401, 403, 415, 422, 502), body=KeyBody,
+        ),
+        Operation(
+            "delete", "/v1/ask/key", "deleteAskKey", "Remove the stored key", {204: (None, "Removed.")},
+            (401, 403, 404),
+        ),
+        Operation(
+            "get", "/v1/ask/suggestions", "listAskSuggestions", "Up to four questions from open findings and firing"
+            " alerts", {200: (SuggestionList, "The suggestions.")}, (400, 401, 404), query=SuggestionsQuery,
+        ),
+        Operation(
+            "get", "/v1/ask/conversations", "listConversations", "The organization's conversations, newest first",
+            {200: (ConversationList, "Conversations.")}, (400, 401),
+        ),
+        Operation(
+            "get", "/v1/ask/conversations/{conversation_id}", "getConversation", "One conversation with its messages",
+            {200: (ConversationDetail, "The conversation.")}, (400, 401, 404),
+        ),
+        Operation(
+            "delete", "/v1/ask/conversations/{conversation_id}", "deleteConversation", "Delete one conversation",
+            {204: (None, "Deleted.")}, (401, 403, 404),
+        ),
+        Operation(
+            "delete", "/v1/ask/conversations", "deleteConversations", "Delete every conversation of the organization",
+            {200: (DeletedCount, "How many were deleted.")}, (401, 403),
+        ),
+        Operation(
+            "post", "/v1/ask/messages/{message_id}/feedback", "postFeedback", "Rate an answer (\"\" clears)",
+            {200: (FeedbackStored, "Stored.")}, (400, 401, 403, 404, 415), body=FeedbackBody,
         ),
         Operation(
             "get", "/v1/openapi.json", "openapi", "This document", {200: (None, "The OpenAPI document.")}, public=True,

@@ -42,6 +42,14 @@ class Slot:
             self._held = False
             self._limiter._running[self._org] -= 1
 
+    def cancel(self) -> None:
+        """Give the place back as if the question had never been accepted (refused after all)."""
+        if self._held:
+            self.release()
+            window = self._limiter._accepted[self._org]
+            if window:
+                window.pop()
+
 
 class AskLimiter:
     """Accepts or refuses questions per organization (one instance per daemon)."""

@@ -1,4 +1,5 @@
-"""Fixtures of the Ask tests; the fakes themselves live in tests/fakes/."""
+"""Ask's tests run against the in-process daemon of tests/unit/api (fake clock, loopback port) and
+against the fake model providers of tests/fakes/."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from tests.fakes.model_providers import VENDORS, Rig, rig_for
+from tests.unit.api.conftest import Api, api, api_overrides  # noqa: F401 - fixtures used by this package
 
 
 @pytest.fixture(params=VENDORS)
