@@ -133,6 +133,22 @@ HTTP_CONNECTIONS_TIMED_OUT: Final = Counter(
 )
 HTTP_CONNECTIONS_OPEN: Final = Gauge("forwarder_http_connections_open", "API connections open now.", registry=REGISTRY)
 
+# --- Ask ----------------------------------------------------------------------------------------
+
+ASK_ANSWERS: Final = Counter(
+    "forwarder_ask_answers",
+    "Answers by organization, source (builtin, own_key) and how they ended (done, error, partial: the client left).",
+    ("org", "source", "outcome"),
+    registry=REGISTRY,
+)
+ASK_REFUSALS: Final = Counter(
+    "forwarder_ask_refusals",
+    "Questions refused before an answer started, by error code (not_enabled, no_model, limit_reached, rate_limited,"
+    " key_invalid, not_found, ...).",
+    ("code",),
+    registry=REGISTRY,
+)
+
 # --- destinations ----------------------------------------------------------------------------
 
 _DEST = ("destination_id", "type")

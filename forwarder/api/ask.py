@@ -16,6 +16,7 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, RootModel, SecretStr, StrictBool, ValidationError
 from pydantic.json_schema import SkipJsonSchema
 
+from forwarder import metrics
 from forwarder.api.auth import PRINCIPAL, Principal
 from forwarder.api.context import CONTEXT, ApiContext
 from forwarder.api.errors import ApiError, bad_body
@@ -274,6 +275,7 @@ async def accept_question(ctx: ApiContext, org: str, body: cases.QuestionBody) -
     try:
         return await cases.accept(ask_of(ctx), org, body)
     except cases.AskRefused as exc:
+        metrics.ASK_REFUSALS.labels(exc.code).inc()
         raise refused(exc) from None
 
 

@@ -23,6 +23,7 @@ from typing import Any, Final
 
 import orjson
 
+from forwarder import metrics
 from forwarder.ask import events as E
 from forwarder.ask.limits import Slot
 from forwarder.ask.providers.base import (
@@ -82,6 +83,7 @@ class Question:
     model: str
     remaining: int  # built-in questions left after this one; -1 with an own key
     slot: Slot
+    source: str = "builtin"  # builtin or own_key: a label of the answers metric
     on_key_refused: Callable[[], Any] | None = None  # marks the own key unusable (awaitable)
     about_text: str = ""  # what `about` names, said to the model with the question
 
@@ -167,6 +169,7 @@ class Engine:
         producer = asyncio.create_task(self._produce(q, queue.put_nowait, answer), name="ask-answer")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_seconds
+        outcome = "partial"
         try:
             while True:
                 wait = min(keepalive_seconds, deadline - loop.time())
@@ -175,6 +178,7 @@ class Engine:
                     await asyncio.gather(producer, return_exceptions=True)
                     if not answer:
                         raise TimeoutError("the answer did not start in time")
+                    outcome = "error"
                     yield await self._fail(answer[0], E.Error("timeout", f"no answer within {timeout_seconds:g} s"))
                     return
                 try:
@@ -184,10 +188,14 @@ class Engine:
                     continue
                 if isinstance(item, BaseException):
                     raise item
+                if item.type in E.FINAL_TYPES:
+                    outcome = item.type
                 yield item
                 if item.type in E.FINAL_TYPES:
                     return
         finally:
+            if answer:
+                metrics.ASK_ANSWERS.labels(q.org, q.source, outcome).inc()
             if not producer.done():
                 producer.cancel()
                 await asyncio.gather(producer, return_exceptions=True)

@@ -383,6 +383,7 @@ async def _question(
         model=deep if body.deep else fast,
         remaining=remaining,
         slot=slot,
+        source=source,
         on_key_refused=on_key_refused,
         about_text=about_text,
     )

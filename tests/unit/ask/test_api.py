@@ -488,3 +488,37 @@ async def test_read_only_keys_read_but_cannot_ask_or_change(api: Api) -> None:
     for path in ("/v1/ask/settings", "/v1/ask/suggestions", "/v1/ask/conversations"):
         assert (await get_json(api, path, api.read_only))[0] == 200
     assert (await get_json(api, "/v1/ask/suggestions?database=nope", api.read_only))[0] == 404
+
+
+async def test_a_client_that_leaves_stops_a_running_tool_and_is_counted(api: Api) -> None:
+    from forwarder import metrics
+    from forwarder.ask.providers.base import ToolSpec
+    from forwarder.ask.tools import TOOLS, Tool, ToolOutcome
+
+    started, stopped = asyncio.Event(), asyncio.Event()
+    partial_before = metrics.ASK_ANSWERS.labels("default", "builtin", "partial")._value.get()
+
+    async def slow(ctx: Any, args: dict[str, Any]) -> ToolOutcome:
+        started.set()
+        try:
+            await asyncio.Event().wait()  # a tool that never finishes on its own
+        finally:
+            stopped.set()
+        raise AssertionError("unreachable")
+
+    TOOLS["slow_for_test"] = Tool(ToolSpec("slow_for_test", "test", {"type": "object"}), lambda a: "Slow", slow)
+    try:
+        use(api, Scripted([[ToolCall("s", "slow_for_test", {}), Finished("m")]]))
+        await enable(api)
+        resp = await api.session.post(api.url("/v1/ask"), json={"question": "q"}, headers=api.auth(api.read_write))
+        await asyncio.wait_for(started.wait(), 5)
+        resp.close()
+        await asyncio.wait_for(stopped.wait(), 1.0)
+    finally:
+        del TOOLS["slow_for_test"]
+    partial = ("default", "builtin", "partial")
+    while metrics.ASK_ANSWERS.labels(*partial)._value.get() == partial_before:
+        await asyncio.sleep(0.01)  # the answer's clean-up runs right after the cancel
+    refused_before = metrics.ASK_REFUSALS.labels("not_found")._value.get()
+    await events_of(api, {"question": "q", "conversation_id": "conv_gone"})
+    assert metrics.ASK_REFUSALS.labels("not_found")._value.get() == refused_before + 1
