@@ -54,6 +54,10 @@ def setup_logging(level: str = "info") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    # The model providers' SDKs and their HTTP clients log requests (bodies hold log text and, at
+    # debug level, options); the Ask adapters log what matters in their own words.
+    for name in ("openai", "anthropic", "httpx", "httpx2", "httpcore"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 class RepeatedFailureLog:
