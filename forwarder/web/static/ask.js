@@ -254,7 +254,9 @@
       if (!ended) view.error({code: "disconnected", message: "the connection ended before the answer did"});
       if (conversation) {
         field("conversation_id").value = conversation;
-        field("about_kind").value = "";
+        field("about_kind").value = ""; // the conversation now carries what it is about
+        const aboutLine = document.getElementById("ask-about");
+        if (aboutLine) aboutLine.hidden = true;
         // A reload shows the conversation, feedback buttons included.
         history.replaceState(null, "", "/ui/ask/" + encodeURIComponent(conversation));
       }
