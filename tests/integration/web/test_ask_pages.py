@@ -13,7 +13,7 @@ from tests.integration.web.conftest import Site, look, sign_in
 from tests.integration.web.test_findings_e2e import open_the_finding
 
 HOSTILE = (
-    "# Title\n\n<img src=x onerror=\"window.pwned=1\"> <script>window.pwned=2</script>\n\n"
+    '# Title\n\n<img src=x onerror="window.pwned=1"> <script>window.pwned=2</script>\n\n'
     "[click](javascript:window.pwned=3) [data](data:text/html,hi) [far](//evil.test/x) [near](/ui/alerts)"
     " [out](https://example.test/a) ![pic](/ui/static/app.css) <javascript:window.pwned=4>\n"
 )
