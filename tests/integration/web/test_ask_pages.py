@@ -53,6 +53,13 @@ def test_ask_about_a_finding_streams_the_answer_and_a_reload_shows_it(page: Page
     page.goto("/ui/ask/settings")
     look(page, "ask-settings")
 
+    # a query's page asks about the query
+    page.goto("/ui/databases/main/queries")
+    page.get_by_role("link", name=re.compile(r"generate_series")).first.click()
+    page.get_by_role("link", name="Ask about this").click()
+    expect(page).to_have_url(re.compile(r"/ui/ask\?about=query%3A[0-9a-f]{16}&database=main$"))
+    expect(page.locator("#ask-about")).to_contain_text("About the query")
+
 
 def test_hostile_markdown_in_an_answer_runs_nothing_and_shows_as_text(page: Page, site: Site) -> None:
     dialogs: list[str] = []
