@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from forwarder.web import alerts, databases, destinations, insights, logs, session
+from forwarder.web import alerts, ask, databases, destinations, insights, logs, session
 from forwarder.web.render import STATIC_DIR, security_headers, setup_templates
 
 
@@ -24,7 +24,7 @@ def add_pages(app: web.Application) -> None:
     app.router.add_get("/", _home)
     app.router.add_get("/ui", _home)
     app.router.add_get("/ui/", _home)
-    for module in (session, databases, logs, insights, alerts, destinations):
+    for module in (session, databases, logs, insights, alerts, destinations, ask):
         app.router.add_routes(module.routes)
     logs.setup(app)
     app.router.add_static("/ui/static/", STATIC_DIR, name="static", append_version=True)
