@@ -33,7 +33,10 @@ class AuditRecordView(BaseModel):
 
     time: Time
     org: str = Field(description="The organization it was done in (always the caller's).")
-    actor: str = Field(description="`key:<id>` for an API key, `cli` for `forwarder keys`, `config` for the file.")
+    actor: str = Field(
+        description="`key:<id>` for an API key, `cli` for `forwarder keys`, `config` for a destination of the"
+        " config file."
+    )
     action: str = Field(
         description="What was done: `keys.created`, `keys.revoked`, `logs.settings_changed`,"
         " `destinations.created`, `destinations.changed`, `destinations.deleted`, `fixes.applied`, `ask.enabled`,"
