@@ -44,8 +44,9 @@ class UsageError(Exception):
     """A command line that cannot be sent (exit 2)."""
 
 
-def _out(text: str, *, end: str = "\n", file: TextIO | None = None) -> None:
-    print(printable(text, keep_newlines=True), end=end, file=file or sys.stdout, flush=True)
+def _out(text: str, *, end: str = "\n", keep_newlines: bool = False) -> None:
+    """Print server text escaped; only Markdown (`keep_newlines`) keeps its line breaks."""
+    print(printable(text, keep_newlines=keep_newlines), end=end, flush=True)
 
 
 def _err(command: str, text: str) -> None:
@@ -137,7 +138,7 @@ class AnswerPrinter:
             text = data["text"]
             if self.open_tool is not None:
                 self._newline()
-            _out(text, end="")
+            _out(text, end="", keep_newlines=True)
             if text:
                 self.at_line_start = text.endswith("\n")
         elif name == "source":
@@ -148,18 +149,21 @@ class AnswerPrinter:
             self.finish()
             done = data["done"]
             left = "own key" if done["remaining"] < 0 else f"{done['remaining']} built-in questions left"
-            _out(f"\n({done['model']}, {left})")
+            _out("")
+            _out(f"({done['model']}, {left})")
         elif name == "error":
             self.finish()
 
     def finish(self) -> None:
         self._newline()
         if self.sources:
-            _out("\nSources:")
+            _out("")
+            _out("Sources:")
             for s in self.sources:
                 _out(f"  {s['label']}: {full_url(self.base, s['href'])}")
         if self.actions:
-            _out("\nActions:")
+            _out("")
+            _out("Actions:")
             for a in self.actions:
                 for line in action_lines(self.base, a, self.key_hint):
                     _out(line)
@@ -317,7 +321,8 @@ def suggestions_command(args: argparse.Namespace) -> int:
             flags = f" --about {about['kind']}:{about['id']}"
         if s["database"]:
             flags = f" --database {s['database']}" + flags
-        _out(f"{s['question']}\n    forwarder ask {shlex.quote(s['question'])}{flags}")
+        _out(s["question"])
+        _out(f"    forwarder ask {shlex.quote(s['question'])}{flags}")
     return EX_OK
 
 
@@ -326,9 +331,10 @@ def suggestions_command(args: argparse.Namespace) -> int:
 
 def print_message(base: str, m: dict[str, Any]) -> None:
     if m["role"] == "user":
-        _out(f"\n> {m['text']}  [{m['created_at']}]")
+        _out("")
+        _out(f"> {m['text']}  [{m['created_at']}]")
         return
-    _out(m["text"])
+    _out(m["text"], keep_newlines=True)
     printer = AnswerPrinter(base)
     printer.sources, printer.actions = list(m["sources"]), list(m["actions"])
     printer.finish()

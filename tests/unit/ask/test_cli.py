@@ -52,7 +52,7 @@ async def test_an_answer_streams_with_steps_text_sources_actions_and_what_is_lef
     monkeypatch.setitem(
         T.TOOLS,
         "suggest_fix",
-        T.Tool(ToolSpec("suggest_fix", "test", {"type": "object"}), lambda _: "Reading the finding", suggest_a_fix),
+        T.Tool(ToolSpec("suggest_fix", "test", {"type": "object"}), lambda _: "Reading\nthe finding", suggest_a_fix),
     )
     use(
         api,
@@ -68,7 +68,7 @@ async def test_an_answer_streams_with_steps_text_sources_actions_and_what_is_lef
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out and "\\x1b]0;pwned\\x07" in out
     lines = out.splitlines()
-    assert lines[:2] == ["… Listing databases ✓", "… Reading the finding ✓"]
+    assert lines[:2] == ["… Listing databases ✓", "… Reading\\nthe finding ✓"]
     assert "Two **databases** and a deadlock" in lines[2]
     assert f"  Database Main DB: {api.base}/ui/databases/main" in lines
     assert f"  link: The errors: {api.base}/ui/databases/main/logs?kind=errors" in lines
@@ -207,15 +207,25 @@ def test_keys_belong_to_an_organization(tmp_path: Path, capsys: pytest.CaptureFi
     assert [(k["org"], k["role"]) for k in listed] == [("acme", "read-write"), ("default", "read-only")]
     assert cli.main(["keys", "list", "--config", str(cfg)]) == 0
     assert [line.split()[3] for line in capsys.readouterr().out.splitlines()] == ["acme", "default"]
+    assert cli.main(["keys", "revoke", listed[0]["id"], "--config", str(cfg)]) == 0
     from forwarder.store import open_sync
     from forwarder.store import state as S
 
     conn = open_sync(str(tmp_path / "s.db"))
     try:
-        created = [r for r in S.audit_records(conn) if r["action"] == "keys.created"]
+        records = S.audit_records(conn)
     finally:
         conn.close()
-    assert [(r["org"], r["details"]["org"]) for r in reversed(created)] == [  # type: ignore[index]
+    created = [r for r in reversed(records) if r["action"] == "keys.created"]
+    assert [(r["org"], r["details"]["org"]) for r in created] == [  # type: ignore[index]
         ("acme", "acme"),
         ("default", "default"),
     ]
+    assert (records[0]["action"], records[0]["org"]) == ("keys.revoked", "acme")
+
+
+async def test_suggestions_without_findings_or_alerts_say_so(api: Api, capsys: pytest.CaptureFixture[str]) -> None:
+    assert await run(api, "ask-suggestions", "--database", "main", key=api.read_only) == 0
+    assert capsys.readouterr().out == "no suggestions: no open findings and no firing alerts\n"
+    assert await run(api, "ask-suggestions", "--database", "nope") == 1
+    assert "404 not_found" in capsys.readouterr().err
