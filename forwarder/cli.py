@@ -9,11 +9,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import sys
 from collections.abc import Sequence
 
 import orjson
 
+from forwarder.client import printable
 from forwarder.config import Config, ConfigError, load_config
 
 EX_OK = 0
@@ -63,19 +65,30 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     return EX_OK
 
 
+# An organization's name has the form of a database's id: it appears in audit records and logs.
+ORG_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+
+
 def cmd_keys(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
     from forwarder.store import open_sync
     from forwarder.store import state as S
 
+    org = S.DEFAULT_ORG if getattr(args, "org", None) is None else args.org
+    if args.keys_command == "create" and not ORG_RE.fullmatch(org):
+        print(
+            f"forwarder keys create: --org {org!r}: 1 to 63 of a-z, 0-9, _ and -, starting with a letter or digit",
+            file=sys.stderr,
+        )
+        return EX_USAGE
     config = load_or_exit(args.config, read_secrets=False)  # only the store's path is needed
     conn = open_sync(config.store.path)
     now_us = int(datetime.now(tz=UTC).timestamp() * 1_000_000)
     try:
         if args.keys_command == "create":
             conn.execute("BEGIN IMMEDIATE")
-            key, full = S.create_key(conn, args.name, args.role, now_us)
+            key, full = S.create_key(conn, args.name, args.role, now_us, org)
             S.audit(
                 conn,
                 now_us,
@@ -83,11 +96,14 @@ def cmd_keys(args: argparse.Namespace) -> int:
                 actor="cli",
                 action="keys.created",
                 target=key.id,
-                details={"role": key.role, "name": key.name},
+                details={"role": key.role, "name": key.name, "org": key.org},
             )
             conn.execute("COMMIT")
             print(full)
-            print(f"key {key.id} ({key.role}) created; this is the only time it is shown", file=sys.stderr)
+            print(
+                f"key {key.id} ({key.role}, organization {key.org}) created; this is the only time it is shown",
+                file=sys.stderr,
+            )
         elif args.keys_command == "list":
             rows = S.list_keys(conn)
             if args.json:
@@ -108,12 +124,13 @@ def cmd_keys(args: argparse.Namespace) -> int:
             else:
                 for k in rows:
                     state = "revoked" if k.revoked_at else "active"
-                    print(f"{k.id}  {k.role:<10}  {state:<7}  {k.name}")
+                    print(f"{k.id}  {k.role:<10}  {state:<7}  {k.org:<16}  {printable(k.name)}")
         elif args.keys_command == "revoke":
             conn.execute("BEGIN IMMEDIATE")
+            org = next((k.org for k in S.list_keys(conn) if k.id == args.id), S.DEFAULT_ORG)
             done = S.revoke_key(conn, args.id, now_us)
             if done:
-                S.audit(conn, now_us, org=S.DEFAULT_ORG, actor="cli", action="keys.revoked", target=args.id)
+                S.audit(conn, now_us, org=org, actor="cli", action="keys.revoked", target=args.id)
             conn.execute("COMMIT")
             if not done:
                 print(f"no active key {args.id}", file=sys.stderr)
@@ -202,6 +219,11 @@ def build_parser() -> argparse.ArgumentParser:
     k = ksub.add_parser("create", help="create a key and print it once", parents=[config_arg])
     k.add_argument("--role", required=True, choices=["read-only", "read-write"])
     k.add_argument("--name", default="")
+    k.add_argument(
+        "--org",
+        help="the organization the key belongs to (default: default); Ask's settings, key and conversations are"
+        " per organization",
+    )
     k = ksub.add_parser("list", help="list keys (never their secret)", parents=[config_arg])
     k.add_argument("--json", action="store_true")
     k = ksub.add_parser("revoke", help="revoke a key by its id", parents=[config_arg])
@@ -221,9 +243,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_login)
 
     from forwarder.client import add_logs_parser, add_operator_parsers
+    from forwarder.client_ask import add_ask_parsers
 
     add_logs_parser(sub, cmd_logs)
     add_operator_parsers(sub)
+    add_ask_parsers(sub)
     return parser
 
 

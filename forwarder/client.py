@@ -31,6 +31,43 @@ class ClientError(Exception):
     """A request that did not succeed; the text is safe to print (never holds the key)."""
 
 
+def open_request(
+    url: str,
+    key: str,
+    path: str,
+    params: dict[str, Any] | None = None,
+    timeout: float = 60,
+    method: str = "GET",
+    body: Any = None,
+    accept: str = "application/json",
+) -> Any:
+    """The open response of a request (a context manager); ClientError with the API's error code
+    and message when it is refused, or when the server cannot be reached. `body` is sent as JSON."""
+    query = urllib.parse.urlencode([(k, v) for k, v in (params or {}).items() if v is not None], doseq=True)
+    if not url.startswith(("http://", "https://")):
+        raise ClientError(f"the server URL must start with http:// or https:// (got {url!r})")
+    full = url.rstrip("/") + path + (f"?{query}" if query else "")
+    headers = {"Authorization": f"Bearer {key}", "Accept": accept}
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        headers["Content-Type"] = "application/json"
+    req = urllib.request.Request(full, data=data, headers=headers, method=method)  # noqa: S310 - scheme checked above
+    try:
+        return urllib.request.urlopen(req, timeout=timeout)  # noqa: S310 - scheme checked above
+    except urllib.error.HTTPError as exc:
+        retry = exc.headers.get("Retry-After") if exc.headers else None
+        after = f" (try again in {retry} s)" if retry else ""
+        try:
+            err = json.loads(exc.read())["error"]
+            raise ClientError(f"{exc.code} {err['code']}: {err['message']}{after}") from None
+        except (ValueError, KeyError, TypeError):
+            raise ClientError(f"HTTP {exc.code} from {url}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ClientError(f"cannot reach {url}: {reason}") from None
+
+
 def request_json(
     url: str,
     key: str,
@@ -38,25 +75,15 @@ def request_json(
     params: dict[str, Any] | None = None,
     timeout: float = 60,
     method: str = "GET",
+    body: Any = None,
 ) -> Any:
-    query = urllib.parse.urlencode([(k, v) for k, v in (params or {}).items() if v is not None], doseq=True)
-    if not url.startswith(("http://", "https://")):
-        raise ClientError(f"the server URL must start with http:// or https:// (got {url!r})")
-    full = url.rstrip("/") + path + (f"?{query}" if query else "")
-    headers = {"Authorization": f"Bearer {key}", "Accept": "application/json"}
-    req = urllib.request.Request(full, headers=headers, method=method)  # noqa: S310 - scheme checked above
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - scheme checked above
-            return json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
+    """The answer's JSON (None for an empty answer, e.g. 204)."""
+    with open_request(url, key, path, params, timeout, method, body) as resp:
         try:
-            err = json.loads(exc.read())["error"]
-            raise ClientError(f"{exc.code} {err['code']}: {err['message']}") from None
-        except (ValueError, KeyError, TypeError):
-            raise ClientError(f"HTTP {exc.code} from {url}") from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise ClientError(f"cannot reach {url}: {reason}") from None
+            raw = resp.read()
+        except OSError as exc:
+            raise ClientError(f"cannot reach {url}: {exc}") from None
+        return json.loads(raw) if raw else None
 
 
 def login(url: str, key: str) -> int:
@@ -311,6 +338,25 @@ def destinations_command(args: argparse.Namespace) -> int:
     return EX_OK if result["ok"] else EX_FAILED
 
 
+def audit_command(args: argparse.Namespace) -> int:
+    """`forwarder audit`: the organization's audit records, newest first (a read-write key)."""
+    try:
+        url, key = _credentials(args)
+        data = request_json(url, key, "/v1/audit", {"limit": args.limit})
+    except ClientError as exc:
+        _say(f"forwarder audit: {exc}", file=sys.stderr)
+        return EX_FAILED
+    if args.json:
+        print(json.dumps(data))
+        return EX_OK
+    if not data["records"]:
+        print("no audit records")
+    for r in data["records"]:
+        details = f"  {json.dumps(r['details'], ensure_ascii=False)}" if r["details"] else ""
+        _say(f"{r['time']}  {r['actor']:<18} {r['action']:<26} {r['target'] or '-'}{details}")
+    return EX_OK
+
+
 def _client_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", "-c", help="the daemon's TOML config file: ask the server it sets up ([server])")
     p.add_argument("--url", help="server URL (default: from --config, else from `forwarder login`)")
@@ -322,6 +368,10 @@ def add_operator_parsers(sub: Any) -> None:
     p = sub.add_parser("status", help="each database's reader and each destination's delivery (running daemon)")
     _client_args(p)
     p.set_defaults(func=status_command)
+    p = sub.add_parser("audit", help="the organization's audit records, newest first (a read-write key)")
+    p.add_argument("--limit", type=int, help="at most this many (1 to 500; default 100)")
+    _client_args(p)
+    p.set_defaults(func=audit_command)
     p = sub.add_parser("destinations", help="list or test the running daemon's destinations")
     dsub = p.add_subparsers(dest="destinations_command", required=True)
     c = dsub.add_parser("list", help="destinations with their delivery state")

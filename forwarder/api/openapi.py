@@ -32,6 +32,7 @@ from forwarder.api.ask import (
     SuggestionList,
     SuggestionsQuery,
 )
+from forwarder.api.audit import AuditList, AuditQuery
 from forwarder.api.destinations import (
     CreateBody,
     CreatedView,
@@ -222,6 +223,7 @@ class Operation:
     public: bool = False  # no key needed
     media_type: str = "application/json"
     extra: dict[str, Any] = field(default_factory=dict)
+    error_texts: dict[int, str] = field(default_factory=dict)  # where an error means more than ERROR_TEXTS says
 
 
 def operations() -> list[Operation]:
@@ -360,6 +362,12 @@ def operations() -> list[Operation]:
             {200: (FeedbackStored, "Stored.")}, (400, 401, 403, 404, 415), body=FeedbackBody,
         ),
         Operation(
+            "get", "/v1/audit", "listAudit",
+            "The organization's audit records, newest first (a read-write key only, although it is a GET)",
+            {200: (AuditList, "Records, newest first.")}, (400, 401, 403), query=AuditQuery,
+            error_texts={403: "A read-only key: the audit log needs a read-write key."},
+        ),
+        Operation(
             "get", "/v1/openapi.json", "openapi", "This document", {200: (None, "The OpenAPI document.")}, public=True,
             extra={"schema": {"type": "object"}},
         ),
@@ -436,7 +444,8 @@ def openapi_document() -> dict[str, Any]:
                 answer["content"] = _content(op.extra["schema"], op.media_type)
             responses[str(status)] = answer
         for status in op.errors:
-            responses[str(status)] = {"description": ERROR_TEXTS[status], "content": _content(ref(Error))}
+            text = op.error_texts.get(status, ERROR_TEXTS[status])
+            responses[str(status)] = {"description": text, "content": _content(ref(Error))}
         operation: dict[str, Any] = {"operationId": op.operation_id, "summary": op.summary}
         if op.public:
             operation["security"] = []

@@ -24,7 +24,7 @@ from aiohttp.web_request import BaseRequest
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from forwarder import metrics
-from forwarder.api import alerts, ask, destinations, fixes, insights, logs
+from forwarder.api import alerts, ask, audit, destinations, fixes, insights, logs
 from forwarder.api.auth import PRINCIPAL, authenticate
 from forwarder.api.context import CONTEXT, ApiContext
 from forwarder.api.errors import ApiError, json_response
@@ -139,6 +139,7 @@ def build_app(ctx: ApiContext, *, pages: bool) -> web.Application:
     app.router.add_routes(fixes.routes)
     app.router.add_routes(alerts.routes)
     app.router.add_routes(ask.routes)
+    app.router.add_routes(audit.routes)
     if pages:
         add_pages(app)
     return app

@@ -259,9 +259,12 @@ def audit(
     )
 
 
-def audit_records(conn: sqlite3.Connection, limit: int = 100) -> list[dict[str, object]]:
+def audit_records(conn: sqlite3.Connection, limit: int = 100, org: str | None = None) -> list[dict[str, object]]:
+    """The newest `limit` records, newest first; only organization `org`'s when it is given."""
+    where, args = ("WHERE org = ?", (org,)) if org is not None else ("", ())
     rows = conn.execute(
-        "SELECT time_us, org, actor, action, target, details FROM audit ORDER BY id DESC LIMIT ?", (limit,)
+        f"SELECT time_us, org, actor, action, target, details FROM audit {where} ORDER BY id DESC LIMIT ?",
+        (*args, limit),
     ).fetchall()
     return [
         {

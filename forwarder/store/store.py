@@ -347,9 +347,9 @@ class Store:
     async def verify_key(self, presented: str) -> S.ApiKey | None:
         return await self._read(lambda c: S.verify_key(c, presented))
 
-    async def create_key(self, name: str, role: S.Role) -> tuple[S.ApiKey, str]:
+    async def create_key(self, name: str, role: S.Role, org: str = S.DEFAULT_ORG) -> tuple[S.ApiKey, str]:
         now_us = self._now_us()
-        return await self._write(lambda c: S.create_key(c, name, role, now_us))
+        return await self._write(lambda c: S.create_key(c, name, role, now_us, org))
 
     async def create_session(self, key_id: str, ttl_seconds: float) -> tuple[str, str]:
         """A web session for a live key: (cookie token, CSRF token)."""
@@ -376,8 +376,8 @@ class Store:
             lambda c: S.audit(c, now_us, org=org, actor=actor, action=action, target=target, details=details)
         )
 
-    async def audit_records(self, limit: int = 100) -> list[dict[str, object]]:
-        return await self._read(lambda c: S.audit_records(c, limit))
+    async def audit_records(self, limit: int = 100, org: str | None = None) -> list[dict[str, object]]:
+        return await self._read(lambda c: S.audit_records(c, limit, org))
 
     # --- destinations -------------------------------------------------------------------------
 
