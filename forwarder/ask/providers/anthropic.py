@@ -32,6 +32,10 @@ from forwarder.ask.providers.base import (
     ToolResultTurn,
     Turn,
     UserTurn,
+    key_verdict,
+    status_failure,
+    transport_failure,
+    unwrapped_failure,
 )
 
 _NAME = "Anthropic"
@@ -84,7 +88,7 @@ class AnthropicProvider:
         except ValueError:  # json.JSONDecodeError from the SDK's SSE decoding
             yield Failed("provider_error", f"{_NAME} sent a stream that is not JSON")
         except Exception as exc:  # the SDK lets its HTTP client's errors out mid-stream
-            yield _transport_failure(exc, _NAME)
+            yield unwrapped_failure(exc, _NAME)
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -148,15 +152,6 @@ class _Turn:
             yield Finished(self.model, self.input_tokens, self.output_tokens)
 
 
-def _transport_failure(exc: Exception, name: str) -> Failed:
-    """An error of the SDK's HTTP client that the SDK did not wrap (its read timeout while a
-    stream is read): a provider that went silent or away. Only the error's type is logged."""
-    log.warning("the stream from %s failed: %s", name, type(exc).__name__)
-    if "Timeout" in type(exc).__name__:
-        return Failed("provider_unavailable", f"{name} did not answer in time")
-    return Failed("provider_unavailable", f"the connection to {name} failed")
-
-
 def _arguments(block: _Block) -> dict[str, Any] | None:
     if not block.partial_json.strip():
         return block.input if isinstance(block.input, dict) else {}
@@ -203,21 +198,14 @@ def _error_type(body: object) -> str:
 
 
 def _failure(exc: anthropic.APIError) -> Failed:
-    if isinstance(exc, anthropic.APITimeoutError):
-        return Failed("provider_unavailable", f"{_NAME} did not answer in time")
-    if isinstance(exc, anthropic.APIConnectionError):
-        return Failed("provider_unavailable", f"could not connect to {_NAME}")
+    if isinstance(exc, anthropic.APITimeoutError | anthropic.APIConnectionError):
+        return transport_failure(_NAME, timed_out=isinstance(exc, anthropic.APITimeoutError))
     kind = _error_type(exc.body)
-    detail = f": {kind}" if kind else ""
-    status = exc.status_code if isinstance(exc, anthropic.APIStatusError) else 0
-    if status in (401, 403) or kind in ("authentication_error", "permission_error"):
-        cause = f"HTTP {status}{detail}" if status >= 400 else kind
-        return Failed("key_invalid", f"{_NAME} refused the API key ({cause})", key_refused=True)
-    if status >= 400:
-        if status == 429 or status >= 500:
-            return Failed("provider_unavailable", f"{_NAME} is unavailable (HTTP {status}{detail})")
-        return Failed("provider_error", f"{_NAME} rejected the request (HTTP {status}{detail})")
+    if isinstance(exc, anthropic.APIStatusError) and exc.status_code >= 400:  # an error event mid-stream has 200
+        return status_failure(_NAME, exc.status_code, kind)
     # An `error` event inside a stream that began with HTTP 200.
+    if kind in ("authentication_error", "permission_error"):
+        return Failed("key_invalid", f"{_NAME} refused the API key ({kind})", key_refused=True)
     if kind in _UNAVAILABLE_TYPES:
         return Failed("provider_unavailable", f"{_NAME} failed during the answer ({kind})")
     return Failed("provider_error", f"{_NAME} failed during the answer{f' ({kind})' if kind else ''}")
@@ -228,16 +216,9 @@ async def check_key(*, api_key: str, base_url: str, timeout_seconds: float) -> K
     client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, timeout=timeout_seconds, max_retries=0)
     try:
         await client.models.list()
-    except anthropic.APIStatusError as exc:
-        if exc.status_code in (401, 403):
-            return KeyCheck("refused", f"{_NAME} refused the API key (HTTP {exc.status_code})")
-        if exc.status_code == 429 or exc.status_code >= 500:
-            return KeyCheck("unreachable", f"{_NAME} is unavailable (HTTP {exc.status_code})")
-        return KeyCheck("unreachable", f"{_NAME} answered the key check with HTTP {exc.status_code}")
-    except anthropic.APITimeoutError:
-        return KeyCheck("unreachable", f"{_NAME} did not answer in time")
-    except anthropic.APIConnectionError:
-        return KeyCheck("unreachable", f"could not connect to {_NAME}")
+    except anthropic.APIError as exc:
+        status = exc.status_code if isinstance(exc, anthropic.APIStatusError) else None
+        return key_verdict(_NAME, status, timed_out=isinstance(exc, anthropic.APITimeoutError))
     finally:
         await client.close()
     return KeyCheck("ok")

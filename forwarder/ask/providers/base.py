@@ -9,6 +9,7 @@ vendor split them across events.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -151,3 +152,46 @@ class KeyCheck:
 
     verdict: KeyVerdict
     message: str = ""
+
+
+# --- what an HTTP outcome means, the same for every vendor -------------------------------------
+# The adapters map their SDK's exceptions to these; messages are built here from the status and
+# the error's type only, never from a vendor's text (which may repeat the key).
+
+log = logging.getLogger(__name__)
+
+
+def status_failure(name: str, status: int, detail: str = "") -> Failed:
+    """A turn answered with HTTP `status` (>= 400): the key refused (401/403: it is marked
+    unusable), the provider unavailable (429, 5xx), or the request rejected."""
+    shown = f"HTTP {status}{f': {detail}' if detail else ''}"
+    if status in (401, 403):
+        return Failed("key_invalid", f"{name} refused the API key ({shown})", key_refused=True)
+    if status == 429 or status >= 500:
+        return Failed("provider_unavailable", f"{name} is unavailable ({shown})")
+    return Failed("provider_error", f"{name} rejected the request ({shown})")
+
+
+def transport_failure(name: str, *, timed_out: bool) -> Failed:
+    """No HTTP answer: the connection failed or the provider went silent."""
+    if timed_out:
+        return Failed("provider_unavailable", f"{name} did not answer in time")
+    return Failed("provider_unavailable", f"could not connect to {name}")
+
+
+def unwrapped_failure(exc: Exception, name: str) -> Failed:
+    """An error of the SDK's HTTP client that the SDK did not wrap (its read timeout while a
+    stream is read): a provider that went silent or away. Only the error's type is logged."""
+    log.warning("the stream from %s failed: %s", name, type(exc).__name__)
+    return transport_failure(name, timed_out="Timeout" in type(exc).__name__)
+
+
+def key_verdict(name: str, status: int | None, *, timed_out: bool = False) -> KeyCheck:
+    """The verdict of a key check answered with HTTP `status` (None: no answer at all)."""
+    if status is None:
+        return KeyCheck("unreachable", transport_failure(name, timed_out=timed_out).message)
+    if status in (401, 403):
+        return KeyCheck("refused", f"{name} refused the API key (HTTP {status})")
+    if status == 429 or status >= 500:
+        return KeyCheck("unreachable", f"{name} is unavailable (HTTP {status})")
+    return KeyCheck("unreachable", f"{name} answered the key check with HTTP {status}")

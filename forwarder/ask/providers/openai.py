@@ -37,6 +37,10 @@ from forwarder.ask.providers.base import (
     ToolResultTurn,
     Turn,
     UserTurn,
+    key_verdict,
+    status_failure,
+    transport_failure,
+    unwrapped_failure,
 )
 
 _VENDOR_NAMES = {"openai": "OpenAI", "openrouter": "OpenRouter", "builtin": "the model server"}
@@ -95,7 +99,7 @@ class OpenAIChatProvider:
         except ValueError:  # json.JSONDecodeError from the SDK's SSE decoding
             yield Failed("provider_error", f"{name} sent a stream that is not JSON")
         except Exception as exc:  # the SDK lets its HTTP client's errors out mid-stream
-            yield _transport_failure(exc, name)
+            yield unwrapped_failure(exc, name)
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -160,15 +164,6 @@ class _Turn:
         yield Finished(self.model, self.input_tokens, self.output_tokens)
 
 
-def _transport_failure(exc: Exception, name: str) -> Failed:
-    """An error of the SDK's HTTP client that the SDK did not wrap (its read timeout while a
-    stream is read): a provider that went silent or away. Only the error's type is logged."""
-    log.warning("the stream from %s failed: %s", name, type(exc).__name__)
-    if "Timeout" in type(exc).__name__:
-        return Failed("provider_unavailable", f"{name} did not answer in time")
-    return Failed("provider_unavailable", f"the connection to {name} failed")
-
-
 def _arguments(text: str) -> dict[str, Any] | None:
     if not text.strip():
         return {}
@@ -217,19 +212,11 @@ def _error_kind(body: object) -> str:
 
 
 def _failure(exc: openai.APIError, name: str) -> Failed:
-    if isinstance(exc, openai.APITimeoutError):
-        return Failed("provider_unavailable", f"{name} did not answer in time")
-    if isinstance(exc, openai.APIConnectionError):
-        return Failed("provider_unavailable", f"could not connect to {name}")
+    if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError):
+        return transport_failure(name, timed_out=isinstance(exc, openai.APITimeoutError))
     kind = _error_kind(exc.body)
-    detail = f": {kind}" if kind else ""
-    if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        if status in (401, 403):
-            return Failed("key_invalid", f"{name} refused the API key (HTTP {status})", key_refused=True)
-        if status == 429 or status >= 500:
-            return Failed("provider_unavailable", f"{name} is unavailable (HTTP {status}{detail})")
-        return Failed("provider_error", f"{name} rejected the request (HTTP {status}{detail})")
+    if isinstance(exc, openai.APIStatusError) and exc.status_code >= 400:  # an error event mid-stream has 200
+        return status_failure(name, exc.status_code, kind)
     # An error object inside the stream (OpenRouter sends one when the upstream model fails).
     if (kind.isdigit() and (int(kind) == 429 or int(kind) >= 500)) or kind in ("server_error", "rate_limit_exceeded"):
         return Failed("provider_unavailable", f"{name} failed during the answer ({kind})")
@@ -241,16 +228,9 @@ async def check_key(*, api_key: str, base_url: str, timeout_seconds: float) -> K
     client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=timeout_seconds, max_retries=0)
     try:
         await client.models.list()
-    except openai.APIStatusError as exc:
-        if exc.status_code in (401, 403):
-            return KeyCheck("refused", f"the provider refused the API key (HTTP {exc.status_code})")
-        if exc.status_code == 429 or exc.status_code >= 500:
-            return KeyCheck("unreachable", f"the provider is unavailable (HTTP {exc.status_code})")
-        return KeyCheck("unreachable", f"the provider answered the key check with HTTP {exc.status_code}")
-    except openai.APITimeoutError:
-        return KeyCheck("unreachable", "the provider did not answer in time")
-    except openai.APIConnectionError:
-        return KeyCheck("unreachable", "could not connect to the provider")
+    except openai.APIError as exc:
+        status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
+        return key_verdict("the provider", status, timed_out=isinstance(exc, openai.APITimeoutError))
     finally:
         await client.close()
     return KeyCheck("ok")
