@@ -20,7 +20,7 @@ from forwarder import metrics
 from forwarder.api.auth import PRINCIPAL, Principal
 from forwarder.api.context import CONTEXT, ApiContext
 from forwarder.api.errors import ApiError, bad_body
-from forwarder.api.logs import NoQuery, Time, _send, parse_query, read_json_object, validation_error
+from forwarder.api.logs import NoQuery, Time, _send, parse_query, read_body, read_json_object, validation_error
 from forwarder.ask import events as E
 from forwarder.ask.engine import Question
 from forwarder.ask.providers.base import About, AboutKind, ProviderName
@@ -202,11 +202,6 @@ def ask_of(ctx: ApiContext) -> cases.AskService:
     return ctx.ask
 
 
-def refused(exc: cases.AskRefused) -> ApiError:
-    headers = {"Retry-After": str(exc.retry_after_seconds)} if exc.retry_after_seconds is not None else None
-    return ApiError(exc.status, exc.code, exc.message, field=exc.field, headers=headers)
-
-
 def actor_of(principal: Principal) -> Actor:
     return Actor(principal.org, principal.actor)
 
@@ -276,7 +271,7 @@ async def accept_question(ctx: ApiContext, org: str, body: cases.QuestionBody) -
         return await cases.accept(ask_of(ctx), org, body)
     except cases.AskRefused as exc:
         metrics.ASK_REFUSALS.labels(exc.code).inc()
-        raise refused(exc) from None
+        raise
 
 
 async def stream_answer(request: web.Request, ask: cases.AskService, question: Question) -> web.StreamResponse:
@@ -345,10 +340,7 @@ async def get_settings(request: web.Request) -> web.Response:
 async def put_settings(request: web.Request) -> web.Response:
     """Turn Ask on or off (audited as ask.enabled / ask.disabled)."""
     ctx = request.app[CONTEXT]
-    try:
-        body = SettingsBody.model_validate(await read_json_object(request))
-    except ValidationError as exc:
-        raise validation_error(exc) from None
+    body = await read_body(request, SettingsBody)
     s = await cases.set_enabled(ask_of(ctx), actor_of(request[PRINCIPAL]), body.enabled)
     return _send(settings_view(s))
 
@@ -357,21 +349,15 @@ async def put_settings(request: web.Request) -> web.Response:
 async def put_key(request: web.Request) -> web.Response:
     """Check the own key with its provider, then store it encrypted (audited as ask.key_set, without it)."""
     ctx = request.app[CONTEXT]
-    try:
-        body = KeyBody.model_validate(await read_json_object(request))
-    except ValidationError as exc:
-        raise validation_error(exc) from None
-    try:
-        s = await cases.set_key(
-            ask_of(ctx),
-            actor_of(request[PRINCIPAL]),
-            body.provider,
-            body.api_key.get_secret_value(),
-            body.fast_model,
-            body.deep_model,
-        )
-    except cases.AskRefused as exc:
-        raise refused(exc) from None
+    body = await read_body(request, KeyBody)
+    s = await cases.set_key(
+        ask_of(ctx),
+        actor_of(request[PRINCIPAL]),
+        body.provider,
+        body.api_key.get_secret_value(),
+        body.fast_model,
+        body.deep_model,
+    )
     return _send(settings_view(s))
 
 
@@ -389,10 +375,7 @@ async def get_suggestions(request: web.Request) -> web.Response:
     """Up to four questions from the open findings and firing alerts."""
     params = parse_query(request, SuggestionsQuery)
     ctx = request.app[CONTEXT]
-    try:
-        found = await cases.suggestions(ask_of(ctx), params.database)
-    except cases.AskRefused as exc:
-        raise refused(exc) from None
+    found = await cases.suggestions(ask_of(ctx), params.database)
     return _send(
         SuggestionList(
             suggestions=[
@@ -421,12 +404,9 @@ async def list_conversations(request: web.Request) -> web.Response:
 async def get_conversation(request: web.Request) -> web.Response:
     """One conversation with its messages."""
     parse_query(request, NoQuery)
-    try:
-        conv, messages = await cases.conversation(
-            ask_of(request.app[CONTEXT]), request[PRINCIPAL].org, request.match_info["conversation_id"]
-        )
-    except cases.AskRefused as exc:
-        raise refused(exc) from None
+    conv, messages = await cases.conversation(
+        ask_of(request.app[CONTEXT]), request[PRINCIPAL].org, request.match_info["conversation_id"]
+    )
     return _send(
         ConversationDetail(**conversation_view(conv).model_dump(), messages=[message_view(m) for m in messages])
     )
@@ -434,12 +414,9 @@ async def get_conversation(request: web.Request) -> web.Response:
 
 @routes.delete("/v1/ask/conversations/{conversation_id}")
 async def delete_conversation(request: web.Request) -> web.Response:
-    try:
-        await cases.delete_conversation(
-            ask_of(request.app[CONTEXT]), request[PRINCIPAL].org, request.match_info["conversation_id"]
-        )
-    except cases.AskRefused as exc:
-        raise refused(exc) from None
+    await cases.delete_conversation(
+        ask_of(request.app[CONTEXT]), request[PRINCIPAL].org, request.match_info["conversation_id"]
+    )
     return web.Response(status=204)
 
 
@@ -454,14 +431,8 @@ async def delete_conversations(request: web.Request) -> web.Response:
 async def post_feedback(request: web.Request) -> web.Response:
     """Rate an answer: up, down, or "" to clear."""
     ctx = request.app[CONTEXT]
-    try:
-        body = FeedbackBody.model_validate(await read_json_object(request))
-    except ValidationError as exc:
-        raise validation_error(exc) from None
-    try:
-        await cases.feedback(ask_of(ctx), request[PRINCIPAL].org, request.match_info["message_id"], body.rating)
-    except cases.AskRefused as exc:
-        raise refused(exc) from None
+    body = await read_body(request, FeedbackBody)
+    await cases.feedback(ask_of(ctx), request[PRINCIPAL].org, request.match_info["message_id"], body.rating)
     return _send(FeedbackStored(ok=True, rating=body.rating))
 
 

@@ -210,6 +210,7 @@ class NoQuery(BaseModel):
 
 
 Q = TypeVar("Q", bound=BaseModel)
+B = TypeVar("B", bound=BaseModel)
 
 
 @cache
@@ -537,6 +538,14 @@ async def read_json_object(request: web.Request) -> dict[str, object]:
     if not isinstance(data, dict):
         raise bad_body("", "the body must be a JSON object")
     return data
+
+
+async def read_body(request: web.Request, model: type[B]) -> B:
+    """The request body as `model`, or a 400 naming the field at fault (415 when it is not JSON)."""
+    try:
+        return model.model_validate(await read_json_object(request))
+    except ValidationError as exc:
+        raise validation_error(exc) from None
 
 
 def validation_error(exc: ValidationError, within: str = "") -> ApiError:

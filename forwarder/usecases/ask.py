@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
 from forwarder.api.context import ApiContext
+from forwarder.api.errors import ApiError
 from forwarder.ask import providers as P
 from forwarder.ask.engine import Engine, Question
 from forwarder.ask.limits import AskLimiter, RateRefusal, Slot
@@ -46,18 +47,15 @@ Source = Literal["builtin", "own_key", "none"]
 Handler = Literal["analyst", "operator_model", "provider", "none"]
 
 
-class AskRefused(Exception):
-    """A refusal before any answer: the API's error shape (`status`, `code`, `message`, `field`),
-    with `retry_after_seconds` for 429."""
+class AskRefused(ApiError):
+    """A refusal before any answer, in the API's error shape (`status`, `code`, `message`,
+    `field`), with `Retry-After` for 429. The API answers it as it is; the pages show it."""
 
     def __init__(
         self, status: int, code: str, message: str, *, field: str | None = None, retry_after_seconds: int | None = None
     ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.field = field
+        headers = {"Retry-After": str(retry_after_seconds)} if retry_after_seconds is not None else None
+        super().__init__(status, code, message, field=field, headers=headers)
         self.retry_after_seconds = retry_after_seconds
 
 

@@ -22,7 +22,6 @@ from forwarder.api.ask import (
     conversation_view,
     message_view,
     question_body,
-    refused,
     settings_view,
     stream_answer,
 )
@@ -221,10 +220,7 @@ async def post_feedback(request: web.Request) -> web.Response:
     if not isinstance(rating, str) or rating not in RATINGS:
         raise bad_parameter("rating", "expected up, down or empty")
     message_id = request.match_info["message_id"]
-    try:
-        await cases.feedback(ask_of(request.app[CONTEXT]), _org(request), message_id, rating)  # type: ignore[arg-type]
-    except cases.AskRefused as exc:
-        raise refused(exc) from None
+    await cases.feedback(ask_of(request.app[CONTEXT]), _org(request), message_id, rating)  # type: ignore[arg-type]
     if "application/json" in request.headers.get("Accept", ""):
         return json_response({"ok": True, "rating": rating})
     conv = form.get("conversation")
@@ -240,22 +236,14 @@ async def post_delete_all(request: web.Request) -> web.Response:
 
 @routes.post("/ui/ask/{conversation_id}/delete")
 async def post_delete(request: web.Request) -> web.Response:
-    try:
-        await cases.delete_conversation(
-            ask_of(request.app[CONTEXT]), _org(request), request.match_info["conversation_id"]
-        )
-    except cases.AskRefused as exc:
-        raise refused(exc) from None
+    await cases.delete_conversation(ask_of(request.app[CONTEXT]), _org(request), request.match_info["conversation_id"])
     raise web.HTTPSeeOther("/ui/ask")
 
 
 # Registered last: `/ui/ask/settings` above is a page, not a conversation id.
 @routes.get("/ui/ask/{conversation_id}")
 async def conversation_page(request: web.Request) -> web.Response:
-    try:
-        conv, messages = await cases.conversation(
-            ask_of(request.app[CONTEXT]), _org(request), request.match_info["conversation_id"]
-        )
-    except cases.AskRefused as exc:
-        raise refused(exc) from None
+    conv, messages = await cases.conversation(
+        ask_of(request.app[CONTEXT]), _org(request), request.match_info["conversation_id"]
+    )
     return await _ask_page(request, title=conv.title, conversation=conv, messages=messages, database=conv.database)
