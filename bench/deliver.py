@@ -466,7 +466,10 @@ def analyse_profile(path: Path, top: int = 25) -> str:
                 stage[name] += count
     if not total:
         return "no samples"
-    pct = lambda n: f"{100 * n / total:5.1f}%"  # noqa: E731
+
+    def pct(n: int) -> str:
+        return f"{100 * n / total:5.1f}%"
+
     out = [f"py-spy: {total} busy samples (all threads; idle and waiting leaves excluded)", "", "threads:"]
     out += [f"  {pct(n)}  {t}" for t, n in threads.most_common()]
     out += ["", "stages (inclusive share of busy samples):"]
@@ -571,7 +574,7 @@ def run_steady(a: argparse.Namespace, daemon: Daemon, recv: Receiver, logs: Path
             ts = now.strftime("%Y-%m-%d %H:%M:%S.") + f"{now.microsecond // 1000:03d} UTC"
             chunk: list[str] = []
             while written_lines < target:
-                if entries_iter is not None:
+                if entries_iter is not None and gen_mod is not None:
                     _, e = next(entries_iter)
                     e["ts"] = ts
                     out = gen_mod.stderr_lines(e)
