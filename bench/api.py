@@ -41,6 +41,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -490,7 +491,7 @@ def main() -> None:
     log(before)
     store, meta = cached_store(a)
     age_h = (time.time() - meta["built_at"]) / 3600
-    work = a.cache / time.strftime("run-%Y%m%d-%H%M%S")
+    work = Path(tempfile.mkdtemp(prefix=time.strftime("run-%Y%m%d-%H%M%S-"), dir=a.cache))
     res: dict[str, Any] = {"machine": before, "store": meta, "store_bytes": store_bytes(store), "cache_age_h": age_h}
     rows = [
         row(

@@ -50,6 +50,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -888,8 +889,8 @@ def main() -> None:
 
 def run_once(a: argparse.Namespace) -> dict[str, Any]:
     """The whole benchmark once: ours (backlog, then steady), then the peers on the same file."""
-    work = a.cache / time.strftime("run-%Y%m%d-%H%M%S")
-    work.mkdir()
+    # Unique even when runs (or other people's) start within the same second.
+    work = Path(tempfile.mkdtemp(prefix=time.strftime("run-%Y%m%d-%H%M%S-"), dir=a.cache))
     res: dict[str, Any] = {"machine_before": machine()}
     log(res["machine_before"])
     try:
