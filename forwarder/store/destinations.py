@@ -203,18 +203,19 @@ def next_batch(
     scan_rows = max_lines
     while True:
         rows = conn.execute(
-            "SELECT id, db, kind, doc FROM lines WHERE id > ? ORDER BY id LIMIT ?", (upto, scan_rows)
+            "SELECT id, db, kind, size, doc FROM lines WHERE id > ? ORDER BY id LIMIT ?", (upto, scan_rows)
         ).fetchall()
         scan_rows = min(scan_rows * 2, max_scan_rows)
         if not rows:
             return Batch(ids, docs, upto) if upto > cursor else None
-        for line_id, db, kind, doc in rows:
+        # `doc_size`: the document's length in JSON (the stored form is compressed).
+        for line_id, db, kind, doc_size, doc in rows:
             if match(db, kind):
-                if ids and (len(ids) >= max_lines or size + len(doc) > max_bytes):
+                if ids and (len(ids) >= max_lines or size + doc_size > max_bytes):
                     return Batch(ids, docs, upto)
                 ids.append(line_id)
                 docs.append(splice_id(line_id, doc))
-                size += len(doc)
+                size += doc_size
             upto = line_id
         if len(ids) >= max_lines:
             return Batch(ids, docs, upto)
