@@ -175,7 +175,7 @@ class Insights:
             (after, upto, *self._kind_codes),
         ):
             kind = KINDS[code]
-            doc = read_doc(raw)
+            doc = read_doc(time_us, raw)
             if kind in QUERY_KINDS:
                 batch.queries.add(db, line_id, time_us, fingerprint, doc)
             for rule in self._by_kind[kind]:
