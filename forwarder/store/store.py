@@ -36,9 +36,9 @@ RETENTION_CHUNK = 5000
 SIZE_TARGET = 0.95  # size retention aims at this fraction of max_bytes
 FTS_QUIET_SECONDS = 0.2  # the index waits for appends to pause this long...
 # ...unless this many lines are not indexed yet: a search for a word no line has scans them all
-# (~3-8 µs a line), so this bounds it to ~100 ms. It was 1,000,000: while a backlog was stored,
-# such a search took ~10 s at a million lines.
-FTS_MAX_TAIL = 20_000
+# (~4-7 µs a line), so this bounds it to ~70 ms (137 ms measured with 20,000). It was 1,000,000:
+# while a backlog was stored, such a search took ~10 s at a million lines.
+FTS_MAX_TAIL = 10_000
 FTS_BATCH = 5000
 WRITE_RETRY_SECONDS = 5.0  # background work waits this long after the store failed to write
 APPEND_RATE_SECONDS = 2.0  # the window of Store.append_rate
