@@ -32,8 +32,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-import orjson
-
 from forwarder import metrics
 from forwarder.clock import Clock, with_timeout
 from forwarder.insights import findings as F
@@ -43,7 +41,7 @@ from forwarder.insights.regression import QueryRegression
 from forwarder.insights.rules import RULES, Rule
 from forwarder.logsetup import RepeatedFailureLog
 from forwarder.model import KINDS
-from forwarder.store.lines import KIND_CODE
+from forwarder.store.lines import KIND_CODE, read_doc
 from forwarder.store.store import Store, write_failure_reason
 
 log = logging.getLogger(__name__)
@@ -177,7 +175,7 @@ class Insights:
             (after, upto, *self._kind_codes),
         ):
             kind = KINDS[code]
-            doc = orjson.loads(raw)
+            doc = read_doc(time_us, raw)
             if kind in QUERY_KINDS:
                 batch.queries.add(db, line_id, time_us, fingerprint, doc)
             for rule in self._by_kind[kind]:

@@ -20,7 +20,7 @@ from typing import Any, Literal
 import orjson
 
 from forwarder.model import KINDS, expand_kinds
-from forwarder.store.lines import splice_id
+from forwarder.store.lines import stored_doc
 
 ManagedBy = Literal["api", "config"]
 
@@ -203,18 +203,19 @@ def next_batch(
     scan_rows = max_lines
     while True:
         rows = conn.execute(
-            "SELECT id, db, kind, doc FROM lines WHERE id > ? ORDER BY id LIMIT ?", (upto, scan_rows)
+            "SELECT id, db, kind, time_us, doc FROM lines WHERE id > ? ORDER BY id LIMIT ?", (upto, scan_rows)
         ).fetchall()
         scan_rows = min(scan_rows * 2, max_scan_rows)
         if not rows:
             return Batch(ids, docs, upto) if upto > cursor else None
-        for line_id, db, kind, doc in rows:
+        for line_id, db, kind, time_us, doc in rows:
             if match(db, kind):
-                if ids and (len(ids) >= max_lines or size + len(doc) > max_bytes):
+                full = stored_doc(line_id, time_us, doc)
+                if ids and (len(ids) >= max_lines or size + len(full) > max_bytes):
                     return Batch(ids, docs, upto)
                 ids.append(line_id)
-                docs.append(splice_id(line_id, doc))
-                size += len(doc)
+                docs.append(full)
+                size += len(full)
             upto = line_id
         if len(ids) >= max_lines:
             return Batch(ids, docs, upto)
@@ -226,8 +227,8 @@ def docs_by_ids(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, bytes
     for start in range(0, len(ids), 500):
         chunk = list(ids[start : start + 500])
         marks = ",".join("?" * len(chunk))
-        for line_id, doc in conn.execute(f"SELECT id, doc FROM lines WHERE id IN ({marks})", chunk):
-            out[line_id] = splice_id(line_id, doc)
+        for line_id, time_us, doc in conn.execute(f"SELECT id, time_us, doc FROM lines WHERE id IN ({marks})", chunk):
+            out[line_id] = stored_doc(line_id, time_us, doc)
     return out
 
 

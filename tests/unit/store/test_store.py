@@ -223,8 +223,10 @@ async def test_retention_keeps_the_store_under_max_bytes(tmp_path: Path) -> None
     await store.start()
     try:
         ident = await store.register_database(db_config())
+        # Messages that do not compress: each line keeps its ~400 bytes in the store.
         for batch in range(20):
-            await store.append(ident, [line(batch * 500 + i, message="x" * 400) for i in range(500)], [], 0)
+            lines = [line(n, message=os.urandom(200).hex()) for n in range(batch * 500, batch * 500 + 500)]
+            await store.append(ident, lines, [], 0)
         assert await store.retention_once() > 0
         numbers = await store.overview_numbers(ident.code, 0, "2027-01-15")
         assert numbers.used_bytes <= 2 << 20

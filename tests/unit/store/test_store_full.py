@@ -15,7 +15,7 @@ from forwarder.config import DatabaseConfig, LogSourceConfig, StoreConfig
 from forwarder.model import LogLine
 from forwarder.store import Store
 from forwarder.store import lines as L
-from forwarder.store.store import WRITE_RETRY_SECONDS, write_failure_reason
+from forwarder.store.store import FTS_BATCH, FTS_MAX_TAIL, WRITE_RETRY_SECONDS, write_failure_reason
 from tests.harness import limit_pages
 
 
@@ -74,3 +74,23 @@ async def test_indexing_pauses_while_the_disk_is_full_and_catches_up_after(store
 def test_what_counts_as_the_store_failing_to_write(exc: BaseException, reason: str | None) -> None:
     got = write_failure_reason(exc)
     assert got == reason if reason is None else (got or "").startswith(reason)
+
+
+async def test_the_index_keeps_up_while_lines_keep_arriving(store: Store, clock: FakeClock) -> None:
+    # A search scans the lines not indexed yet: while a backlog is stored without a pause, the index
+    # still follows the head closely enough for that scan to stay short.
+    db = DatabaseConfig(id="main", name="main", host="h", log=LogSourceConfig(path="/nonexistent/*.log"))
+    ident = await store.register_database(db)
+    now_us = int(clock.now() * 1_000_000)
+    batch = [LogLine(time_us=now_us, severity="LOG", kind="other", message=f"word{i}") for i in range(2000)]
+    run = asyncio.create_task(store.run())
+    try:
+        async with asyncio.timeout(60):  # until the index is near the head, lines arriving all along
+            while store.head_id < 3 * FTS_MAX_TAIL or (
+                store.head_id - await store._read(L.fts_watermark) > FTS_MAX_TAIL + FTS_BATCH
+            ):
+                await store.append(ident, batch, [], 0)  # never a pause
+    finally:
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run

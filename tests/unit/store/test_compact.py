@@ -1,0 +1,145 @@
+"""The store's compact layout: compressed documents, a full-text index without a copy of the text,
+and stores written before it upgraded in place."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+
+import orjson
+
+from forwarder.model import LogLine, line_document
+from forwarder.store import lines as L
+from forwarder.store import open_sync, schema
+from forwarder.store.docs import DICTIONARY_V1, pack, unpack
+
+T0 = 1_800_000_000_000_000
+IDENT = L.Identity(1, "main", "Main", "db1.internal")
+
+
+def line(i: int, message: str, **kw: object) -> LogLine:
+    return LogLine(time_us=T0 + i * 1_000_000, severity="LOG", kind="other", message=message, **kw)  # type: ignore[arg-type]
+
+
+def new_store(path: Path) -> sqlite3.Connection:
+    conn = open_sync(path)
+    L.register_functions(conn)
+    conn.execute("INSERT INTO databases (code, id, enabled, full_text, updated_at) VALUES (1, 'main', 1, 0, 0)")
+    return conn
+
+
+def index_all(conn: sqlite3.Connection) -> None:
+    with conn:
+        while L.index_fts(conn):
+            pass
+
+
+def found(conn: sqlite3.Connection, q: str) -> list[str]:
+    return [orjson.loads(d)["message"] for d in L.list_lines(conn, 1, L.LineQuery(q=q)).docs]
+
+
+def indexed_words(conn: sqlite3.Connection) -> set[str]:
+    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.vocab USING fts5vocab(main, lines_fts, row)")
+    return {w for (w,) in conn.execute("SELECT term FROM temp.vocab")}
+
+
+def test_the_dictionary_of_stored_documents_never_changes() -> None:
+    # Documents stored with it are read with it forever: a better one is a new format.
+    assert hashlib.sha256(DICTIONARY_V1).hexdigest()[:16] == "08d459240856fdab"
+
+
+def test_a_typical_line_takes_a_fraction_of_its_json(tmp_path: Path) -> None:
+    conn = new_store(tmp_path / "s.db")
+    lines = [
+        line(
+            i,
+            'duplicate key value violates unique constraint "orders_pkey"',
+            sqlstate="23505",
+            detail="Key (id)=(...) already exists.",
+            statement="INSERT INTO orders (id, customer_id, total_cents) VALUES ($1, $2, $3)",
+            user="web",
+            database="shop",
+            application="web-api",
+            pid=4000 + i,
+            redacted=True,
+        )
+        for i in range(1000)
+    ]
+    with conn:
+        L.append(conn, IDENT, lines)
+    docs = L.list_lines(conn, 1, L.LineQuery(limit=1000)).docs
+    stored_bytes = conn.execute("SELECT sum(length(doc)) FROM lines").fetchone()[0]
+    assert stored_bytes * 4 < sum(map(len, docs))
+    assert docs[-1] == b'{"id":"1",' + orjson.dumps(line_document(lines[0], "db1.internal", "main", "Main"))[1:]
+
+
+def test_documents_round_trip_whatever_their_text() -> None:
+    for text in (b"{}", orjson.dumps({"message": "é" * 5000, "x": None}), orjson.dumps({"m": "\x00\n\t\"'"})):
+        assert unpack(pack(text)) == text
+
+
+def test_retention_leaves_no_search_entries_behind(tmp_path: Path) -> None:
+    conn = new_store(tmp_path / "s.db")
+    with conn:
+        L.append(conn, IDENT, [line(i, f"alpha{i} common") for i in range(10)])
+    index_all(conn)
+    with conn:  # not indexed yet when retention deletes some of them
+        L.append(conn, IDENT, [line(i, f"beta{i} common") for i in range(10, 20)])
+    with conn:
+        L.delete_lines(conn, L.oldest(conn, 15))
+    index_all(conn)
+    assert found(conn, "common") == [f"beta{i} common" for i in range(19, 14, -1)]
+    assert found(conn, "alpha") == []
+    assert indexed_words(conn) == {"common", *(f"beta{i}" for i in range(15, 20))}
+    with conn:
+        L.delete_lines(conn, L.oldest(conn, 100))
+    assert indexed_words(conn) == set()
+
+
+def test_a_word_with_an_underscore_is_found_as_one_word(tmp_path: Path) -> None:
+    conn = new_store(tmp_path / "s.db")
+    with conn:
+        L.append(conn, IDENT, [line(0, 'violates "sessions_pkey"'), line(1, "sessions of pkey owners")])
+    for indexed in (False, True):
+        if indexed:
+            index_all(conn)
+        assert found(conn, "sessions_pk") == ['violates "sessions_pkey"']
+        assert found(conn, "sessions pkey") == ["sessions of pkey owners", 'violates "sessions_pkey"']
+
+
+def test_a_store_written_before_compression_upgrades_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    conn = schema.connect(str(path))
+    # The store as version 6 left it: plain JSON documents and an index holding a copy of the text.
+    for number in range(6):
+        for statement in schema._split(schema.MIGRATIONS[number]):
+            conn.execute(statement)
+    conn.execute("PRAGMA user_version = 6")
+    conn.execute("INSERT INTO databases (code, id, enabled, full_text, updated_at) VALUES (1, 'main', 1, 0, 0)")
+    old = [line(i, f"old{i} vacuum") for i in range(3)]
+    for n, item in enumerate(old, start=1):
+        doc = L.encode_doc(IDENT, item)
+        conn.execute(
+            "INSERT INTO lines (db, time_us, kind, group_key, fingerprint, size, doc) VALUES (1, ?, 12, 0, NULL, ?, ?)",
+            (item.time_us, len(doc), doc),
+        )
+        conn.execute("INSERT INTO lines_fts (rowid, text) VALUES (?, ?)", (n, item.message))
+    conn.execute("INSERT INTO kv (key, value) VALUES ('fts_indexed_upto', 3)")
+    conn.close()
+
+    conn = open_sync(path)
+    L.register_functions(conn)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
+    with conn:
+        L.append(conn, IDENT, [line(3, "new vacuum")])
+    assert found(conn, "vacuum") == ["new vacuum", "old2 vacuum", "old1 vacuum", "old0 vacuum"]  # unindexed: scanned
+    index_all(conn)
+    assert found(conn, "vacuum") == ["new vacuum", "old2 vacuum", "old1 vacuum", "old0 vacuum"]
+    assert L.list_lines(conn, 1, L.LineQuery(limit=1, before=2)).docs == [
+        b'{"id":"1",' + L.encode_doc(IDENT, old[0])[1:]
+    ]
+    with conn:
+        L.delete_lines(conn, L.oldest(conn, 2))
+    assert found(conn, "vacuum") == ["new vacuum", "old2 vacuum"]
+    assert indexed_words(conn) == {"vacuum", "new", "old2"}
