@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import fnmatch
 import glob
 import logging
 import mmap
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import BinaryIO, Final, Literal
 
 from forwarder import metrics
-from forwarder.clock import Clock
+from forwarder.clock import Clock, with_timeout
 from forwarder.config import DatabaseConfig
 from forwarder.logsetup import RepeatedFailureLog
 from forwarder.model import KINDS
@@ -60,7 +61,6 @@ MISMATCH_LINES = 20  # this many physical lines and none in the configured forma
 RETIRED_HEADS = 64
 SKIP_LOGGED = 256  # skipped entries remembered as already logged
 IDLE_CLOSE_SECONDS = 300  # an older file unchanged this long gives its descriptor back
-NOTIFIED_POLL_SECONDS = 0.01  # polls woken by change notification start at least this far apart
 # The kernel makes a write visible page by page (a reader may see the first pages of a long write):
 # data read up to a page boundary may be cut there, so its last entry is not taken as whole.
 PAGE_BYTES = mmap.PAGESIZE
@@ -204,6 +204,7 @@ class DatabaseFollower:
         self._watch: DirectoryWatch | None = None
         self._watch_failure: str | None = None  # the last reason the directory could not be watched, logged once
         self._stopping = False
+        self._stopped = asyncio.Event()  # ends the batch window early
         self._source_up = metrics.SOURCE_UP.labels(db.id)
         self._read_bytes = metrics.INGEST_BYTES.labels(db.id)
         self._last_read = metrics.LAST_READ.labels(db.id)
@@ -246,19 +247,19 @@ class DatabaseFollower:
         whose offsets it has already counted, and those lines would then be skipped.
         """
         self._stopping = True
+        self._stopped.set()
         self._wake.set()
 
     async def run(self) -> None:
         """Poll the files until `stop()` (or a cancel); what was parsed is stored before returning.
 
         A poll runs every `log.poll_interval_seconds`, and as soon as the log directory reports a
-        change (`watch.DirectoryWatch`), at most one per NOTIFIED_POLL_SECONDS.
+        change (`watch.DirectoryWatch`), at most one per `log.batch_window_seconds`.
         """
         self._known = {(sf.dev, sf.ino): sf for sf in await self._store.source_files(self.db.id)}
-        loop = asyncio.get_running_loop()
         try:
             while not self._stopping:
-                started = loop.time()
+                started = self._clock.monotonic()
                 self._wake.clear()  # before the poll: a write during it makes the next one start at once
                 self._keep_watching()
                 if self.enabled:
@@ -268,9 +269,10 @@ class DatabaseFollower:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.db.log.poll_interval_seconds)
                 # Writes come by the thousand per second: polls are spaced so each reads many.
-                rest = NOTIFIED_POLL_SECONDS - (loop.time() - started)
+                rest = self.db.log.batch_window_seconds - (self._clock.monotonic() - started)
                 if rest > 0 and not self._stopping:
-                    await asyncio.sleep(rest)
+                    with contextlib.suppress(TimeoutError):
+                        await with_timeout(self._clock, self._stopped.wait(), rest)
         finally:
             self._unwatch()
             try:
@@ -289,7 +291,7 @@ class DatabaseFollower:
         directory = watched_directory(self.db.log.path)
         if directory is None:
             return
-        self._watch = DirectoryWatch(directory, self._wake.set)
+        self._watch = DirectoryWatch(directory, self._wake.set, self._watched_name)
         try:
             self._watch.start()
         except (OSError, AttributeError) as exc:  # AttributeError: a libc without inotify
@@ -302,6 +304,13 @@ class DatabaseFollower:
                 )
         else:
             self._watch_failure = None
+
+    def _watched_name(self, name: str) -> bool:
+        """Whether a change of the entry `name` of the log directory may be news for the reader: it
+        matches the glob, or it is a file being read (the target of a matching symbolic link)."""
+        return fnmatch.fnmatchcase(name, os.path.basename(self.db.log.path)) or any(
+            os.path.basename(f.path) == name for f in self._files.values()
+        )
 
     def _unwatch(self) -> None:
         if self._watch is not None:

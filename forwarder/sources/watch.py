@@ -50,11 +50,17 @@ def watched_directory(pattern: str) -> str | None:
 
 
 class DirectoryWatch:
-    """Calls `wake()` on the event loop whenever something changes in `directory`; `close()` ends it."""
+    """Calls `wake()` on the event loop whenever an entry of `directory` for which `wanted(name)`
+    holds changes, and when the watch ends; `close()` ends it.
 
-    def __init__(self, directory: str, wake: Callable[[], None]) -> None:
+    `wanted` keeps other files of the directory (the store itself may live there) from waking the
+    reader at each of their writes.
+    """
+
+    def __init__(self, directory: str, wake: Callable[[], None], wanted: Callable[[str], bool]) -> None:
         self.directory = directory
         self._wake = wake
+        self._wanted = wanted
         self._inotify: inotify_simple.INotify | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -82,11 +88,18 @@ class DirectoryWatch:
         try:
             events = inotify.read(timeout=0)
         except OSError:
-            events = []
             self.close()
-        if any(e.mask & _ENDED for e in events):
+            self._wake()
+            return
+        ended = False
+        wanted = False
+        for e in events:
+            ended = ended or bool(e.mask & _ENDED)
+            wanted = wanted or bool(e.mask & inotify_simple.flags.Q_OVERFLOW) or (e.name and self._wanted(e.name))
+        if ended:
             self.close()
-        self._wake()
+        if ended or wanted:
+            self._wake()
 
     def close(self) -> None:
         inotify, self._inotify = self._inotify, None

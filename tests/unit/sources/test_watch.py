@@ -36,15 +36,18 @@ async def store(tmp_path: Path) -> AsyncIterator[Store]:
 
 
 async def running(
-    store: Store, glob: str, poll_seconds: float, worker: ParseWorker | None = None
+    store: Store,
+    glob: str,
+    poll_seconds: float,
+    worker: ParseWorker | None = None,
+    clock: FakeClock | None = None,
+    window: float = 0.0,
 ) -> tuple[DatabaseFollower, asyncio.Task[None]]:
-    db = DatabaseConfig(
-        id="main",
-        name="main",
-        host="h",
-        log=LogSourceConfig(path=glob, line_prefix=PREFIX, poll_interval_seconds=poll_seconds),
+    log = LogSourceConfig(
+        path=glob, line_prefix=PREFIX, poll_interval_seconds=poll_seconds, batch_window_seconds=window
     )
-    f = DatabaseFollower(db, await store.register_database(db), store, FakeClock(), worker)
+    db = DatabaseConfig(id="main", name="main", host="h", log=log)
+    f = DatabaseFollower(db, await store.register_database(db), store, clock or FakeClock(), worker)
     return f, asyncio.create_task(f.run())
 
 
@@ -74,6 +77,28 @@ async def test_an_entry_written_to_the_log_is_stored_long_before_the_next_poll(
         await stop(f, task)
         if worker is not None:
             await worker.aclose()
+
+
+async def test_writes_within_the_batch_window_are_read_together_once_it_has_passed(
+    store: Store, tmp_path: Path
+) -> None:
+    clock = FakeClock()
+    log = tmp_path / "postgresql.log"
+    log.write_bytes(entry(1))
+    f, task = await running(store, str(tmp_path / "*.log"), poll_seconds=10.0, clock=clock, window=0.05)
+    try:
+        await asyncio.wait_for(store.stored_after(0), 5)
+        with log.open("ab") as fh:
+            fh.write(entry(2))
+        assert await asyncio.wait_for(clock.until_sleeping(), 5) == pytest.approx(0.05)  # the window
+        with log.open("ab") as fh:
+            fh.write(entry(3))
+        assert store.head_id == 1
+        clock.advance(0.05)
+        await asyncio.wait_for(store.stored_after(1), 5)
+        assert await all_messages(store) == [f'relation "t{i}" does not exist' for i in (1, 2, 3)]
+    finally:
+        await stop(f, task)
 
 
 async def test_a_new_file_in_the_directory_is_read_at_once(store: Store, tmp_path: Path) -> None:
@@ -115,7 +140,7 @@ async def test_a_removed_directory_ends_the_watch_and_wakes_the_reader(tmp_path:
     directory = tmp_path / "pg_log"
     directory.mkdir()
     woken = asyncio.Event()
-    w = DirectoryWatch(str(directory), woken.set)
+    w = DirectoryWatch(str(directory), woken.set, lambda name: True)
     w.start()
     try:
         (directory / "a.log").write_bytes(b"x\n")
@@ -132,10 +157,28 @@ async def test_a_removed_directory_ends_the_watch_and_wakes_the_reader(tmp_path:
 
 async def test_a_missing_directory_cannot_be_watched_yet(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
-        DirectoryWatch(str(tmp_path / "absent"), lambda: None).start()
+        DirectoryWatch(str(tmp_path / "absent"), lambda: None, lambda name: True).start()
 
 
 def test_only_a_directory_without_wildcards_is_watched() -> None:
     assert watched_directory("/var/lib/postgresql/15/main/log/postgresql-*.log") == "/var/lib/postgresql/15/main/log"
     assert watched_directory("/var/log/*/postgresql.log") is None
     assert watched_directory("postgresql.log") == "."
+
+
+async def test_only_changes_of_the_log_files_wake_the_reader(store: Store, tmp_path: Path) -> None:
+    # The store (or anything else) may live in the log directory: its writes are not news.
+    target = tmp_path / "postgresql-2026-11-23.log"
+    target.write_bytes(entry(1))
+    (tmp_path / "postgresql.log").symlink_to(target.name)
+    f, task = await running(store, str(tmp_path / "postgresql.log"), poll_seconds=10.0)
+    try:
+        await asyncio.wait_for(store.stored_after(0), 5)
+        assert f._watched_name("postgresql.log")
+        assert f._watched_name("postgresql-2026-11-23.log")  # the link's target, being read
+        assert not f._watched_name("s.db-wal") and not f._watched_name("postgresql.log.1")
+        with target.open("ab") as fh:  # PostgreSQL writes through the link's target
+            fh.write(entry(2))
+        await asyncio.wait_for(store.stored_after(1), 5)
+    finally:
+        await stop(f, task)
