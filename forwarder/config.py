@@ -147,7 +147,20 @@ class LogSourceConfig(_Section):
     format: LogFormat = Field("stderr", description="log_destination of the server: stderr, csvlog or jsonlog.")
     line_prefix: str = Field("%m [%p] ", description="The server's log_line_prefix (stderr format only).")
     timezone: str = Field("UTC", description="The server's log_timezone, an IANA name.")
-    poll_interval_seconds: float = Field(0.25, gt=0, le=10, description="How often the files are checked for new data.")
+    poll_interval_seconds: float = Field(
+        0.25,
+        gt=0,
+        le=10,
+        description="How often the files are checked for new data when no change is reported (seconds).",
+    )
+    batch_window_seconds: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="Woken by a change of the log files, the reader still lets this long pass between two reads "
+        "(seconds), so one store transaction and one delivery take what was written meanwhile: shorter lowers "
+        "the latency, longer the CPU.",
+    )
 
     @field_validator("line_prefix")
     @classmethod

@@ -6,6 +6,7 @@ The seam (used by `sources/` and by `forwarder parse`):
 
     reader = make_reader(fmt, line_prefix=..., timezone=..., full_text=False)
     lines = reader.feed(chunk, now)       # chunk continues where the previous one ended
+    lines += reader.flush_written()       # at the end of the data: the pending entry out if whole
     lines += reader.flush_idle(now)       # pending entry out after >= IDLE_FLUSH_SECONDS of quiet
     lines += reader.flush()               # end of this file for good: everything pending out
     reader.committed_offset               # bytes since the reader's start that are fully emitted
@@ -23,8 +24,19 @@ from forwarder.model import LogLine
 
 IDLE_FLUSH_SECONDS = 1.0
 MAX_ENTRY_BYTES = 1 << 20
+# An entry shorter than this that ends at the end of the data is complete: PostgreSQL wrote it in
+# one write (pglog/reader.py says why longer ones may come in several).
+WHOLE_WRITE_BYTES = 4096
 
-__all__ = ["IDLE_FLUSH_SECONDS", "MAX_ENTRY_BYTES", "EntryReader", "Format", "make_reader", "parse_stream"]
+__all__ = [
+    "IDLE_FLUSH_SECONDS",
+    "MAX_ENTRY_BYTES",
+    "WHOLE_WRITE_BYTES",
+    "EntryReader",
+    "Format",
+    "make_reader",
+    "parse_stream",
+]
 
 
 class EntryReader(Protocol):
@@ -39,6 +51,8 @@ class EntryReader(Protocol):
     def committed_offset(self) -> int: ...
 
     def feed(self, data: bytes, now: float) -> list[LogLine]: ...
+
+    def flush_written(self) -> list[LogLine]: ...
 
     def flush_idle(self, now: float) -> list[LogLine]: ...
 

@@ -8,6 +8,16 @@ A format whose records may span physical lines (csvlog's quoted newlines) sets `
 while a record is open, so that `committed_offset` stays at the record's start, and may override
 `_dropped` to see the bytes of an over-long line that are not kept (to count its quotes).
 
+When an entry is complete without waiting (`flush_written`): the logging collector writes a
+message through a line-buffered stdio stream (syslogger.c write_syslogger_file, `_IOLBF`). One that
+fits the stream's buffer (the file's block size, at least 4096 bytes) reaches the file in ONE
+write(2); a longer one is written as a buffer-full (mid-line), whole buffers, then line by line
+(seen with strace on PostgreSQL 15 and glibc), so between those writes the file can end with a
+newline in the middle of the entry. Hence an entry is taken as complete at the end of the data
+only when it is shorter than WHOLE_WRITE_BYTES; a longer one waits for the next entry or for
+quiet. Without the collector a backend writes each message with one write(2) (elog.c
+write_console), so the same rule holds.
+
 Why at most one pending entry: PostgreSQL's logging collector (syslogger.c) writes each message
 (primary line plus its DETAIL/HINT/CONTEXT/STATEMENT lines) to the file in one piece, so messages
 of different processes never interleave in a file, and an entry is complete when the next primary
@@ -26,6 +36,7 @@ from forwarder.pglog.entry import Entry
 # cycle with the package __init__. A test checks they agree.
 IDLE_FLUSH_SECONDS = 1.0
 MAX_ENTRY_BYTES = 1 << 20
+WHOLE_WRITE_BYTES = 4096
 
 
 class LineReader(ABC):
@@ -93,6 +104,24 @@ class LineReader(ABC):
         """Return the pending entry if no byte arrived for >= IDLE_FLUSH_SECONDS; a partial line stays."""
         out: list[LogLine] = []
         if self._pending is not None and self._last_data is not None and now - self._last_data >= IDLE_FLUSH_SECONDS:
+            self._out = out
+            self._emit_pending()
+        return out
+
+    def flush_written(self) -> list[LogLine]:
+        """The bytes fed so far are all the file holds now: return the pending entry if it is whole.
+
+        It is whole when the data ends with a newline (no partial line) and the entry is shorter
+        than WHOLE_WRITE_BYTES: PostgreSQL wrote it in one write (see the module docstring), so no
+        line of it can come later. Anything else waits for the next entry or `flush_idle`.
+        """
+        out: list[LogLine] = []
+        if (
+            self._pending is not None
+            and not self._partial_len
+            and self._record_start < 0
+            and self._consumed - self._pending_start < WHOLE_WRITE_BYTES
+        ):
             self._out = out
             self._emit_pending()
         return out

@@ -75,7 +75,11 @@ class AsyncReader(Protocol):
     @property
     def lines_matched(self) -> int: ...
     async def feed(self, data: bytes, now: float) -> list[Row]: ...
-    async def flush_idle(self, now: float) -> list[Row]: ...
+    async def flush_ready(self, now: float, at_end: bool) -> list[Row]:
+        """The pending entry if it is complete: written whole with the data read ending at the end
+        of the file (`at_end`; EntryReader.flush_written), or quiet long enough (flush_idle)."""
+        ...
+
     async def flush(self) -> list[Row]: ...
     async def aclose(self) -> None: ...
 
@@ -105,9 +109,9 @@ class LocalReader:
         self._reader.full_text = self.full_text
         return self._done(self._reader.feed(data, now))
 
-    async def flush_idle(self, now: float) -> list[Row]:
+    async def flush_ready(self, now: float, at_end: bool) -> list[Row]:
         self._reader.full_text = self.full_text
-        return self._done(self._reader.flush_idle(now))
+        return self._done(_ready(self._reader, now, at_end))
 
     async def flush(self) -> list[Row]:
         self._reader.full_text = self.full_text
@@ -115,6 +119,11 @@ class LocalReader:
 
     async def aclose(self) -> None:
         return None
+
+
+def _ready(reader: EntryReader, now: float, at_end: bool) -> list[LogLine]:
+    lines = reader.flush_written() if at_end else []
+    return lines + reader.flush_idle(now)
 
 
 # --- in the worker process ------------------------------------------------------------------
@@ -173,7 +182,9 @@ def _w_call(handle: int, op: str, full_text: bool, data: bytes, now: float) -> P
     if op == "feed":
         lines = reader.feed(data, now)
     elif op == "idle":
-        lines = reader.flush_idle(now)
+        lines = _ready(reader, now, False)
+    elif op == "ready":
+        lines = _ready(reader, now, True)
     else:
         lines = reader.flush()
     rows, unparsed, truncated = _rows(identity, lines)
@@ -262,8 +273,8 @@ class WorkerReader:
     async def feed(self, data: bytes, now: float) -> list[Row]:
         return await self._call("feed", data, now)
 
-    async def flush_idle(self, now: float) -> list[Row]:
-        return await self._call("idle", b"", now)
+    async def flush_ready(self, now: float, at_end: bool) -> list[Row]:
+        return await self._call("ready" if at_end else "idle", b"", now)
 
     async def flush(self) -> list[Row]:
         return await self._call("flush")

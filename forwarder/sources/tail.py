@@ -23,8 +23,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import fnmatch
 import glob
 import logging
+import mmap
 import os
 import stat
 from collections import Counter
@@ -34,11 +36,12 @@ from pathlib import Path
 from typing import BinaryIO, Final, Literal
 
 from forwarder import metrics
-from forwarder.clock import Clock
+from forwarder.clock import Clock, with_timeout
 from forwarder.config import DatabaseConfig
 from forwarder.logsetup import RepeatedFailureLog
 from forwarder.model import KINDS
 from forwarder.sources.parsing import AsyncReader, LocalReader, ParseWorker, ReaderSpec
+from forwarder.sources.watch import DirectoryWatch, watched_directory
 from forwarder.store import Identity, SourceFile, Store
 from forwarder.store.lines import Row
 from forwarder.store.store import write_failure_reason
@@ -58,6 +61,9 @@ MISMATCH_LINES = 20  # this many physical lines and none in the configured forma
 RETIRED_HEADS = 64
 SKIP_LOGGED = 256  # skipped entries remembered as already logged
 IDLE_CLOSE_SECONDS = 300  # an older file unchanged this long gives its descriptor back
+# The kernel makes a write visible page by page (a reader may see the first pages of a long write):
+# data read up to a page boundary may be cut there, so its last entry is not taken as whole.
+PAGE_BYTES = mmap.PAGESIZE
 
 SourceState = Literal["starting", "reading", "disabled", "no_file", "permission_denied", "format_mismatch", "error"]
 
@@ -195,7 +201,10 @@ class DatabaseFollower:
         self.enabled = True
         self._full_text = False
         self._wake = asyncio.Event()
+        self._watch: DirectoryWatch | None = None
+        self._watch_failure: str | None = None  # the last reason the directory could not be watched, logged once
         self._stopping = False
+        self._stopped = asyncio.Event()  # ends the batch window early
         self._source_up = metrics.SOURCE_UP.labels(db.id)
         self._read_bytes = metrics.INGEST_BYTES.labels(db.id)
         self._last_read = metrics.LAST_READ.labels(db.id)
@@ -238,21 +247,34 @@ class DatabaseFollower:
         whose offsets it has already counted, and those lines would then be skipped.
         """
         self._stopping = True
+        self._stopped.set()
         self._wake.set()
 
     async def run(self) -> None:
-        """Poll the files until `stop()` (or a cancel); what was parsed is stored before returning."""
+        """Poll the files until `stop()` (or a cancel); what was parsed is stored before returning.
+
+        A poll runs every `log.poll_interval_seconds`, and as soon as the log directory reports a
+        change (`watch.DirectoryWatch`), at most one per `log.batch_window_seconds`.
+        """
         self._known = {(sf.dev, sf.ino): sf for sf in await self._store.source_files(self.db.id)}
         try:
             while not self._stopping:
+                started = self._clock.monotonic()
+                self._wake.clear()  # before the poll: a write during it makes the next one start at once
+                self._keep_watching()
                 if self.enabled:
                     await self.poll_or_start_over()
                 else:
                     self.status = DISABLED
-                self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.db.log.poll_interval_seconds)
+                # Writes come by the thousand per second: polls are spaced so each reads many.
+                rest = self.db.log.batch_window_seconds - (self._clock.monotonic() - started)
+                if rest > 0 and not self._stopping:
+                    with contextlib.suppress(TimeoutError):
+                        await with_timeout(self._clock, self._stopped.wait(), rest)
         finally:
+            self._unwatch()
             try:
                 await self.drain()
             except Exception:  # e.g. the parse worker is gone: the stored offsets are still right
@@ -261,6 +283,44 @@ class DatabaseFollower:
                     exc_info=True,
                     extra={"database_id": self.db.id},
                 )
+
+    def _keep_watching(self) -> None:
+        """Watch the log directory for changes if it is not watched yet (it may appear later)."""
+        if self._watch is not None and self._watch.active:
+            return
+        directory = watched_directory(self.db.log.path)
+        if directory is None:
+            return
+        self._watch = DirectoryWatch(directory, self._wake.set, self._watched_name)
+        try:
+            self._watch.start()
+        except (OSError, AttributeError) as exc:  # AttributeError: a libc without inotify
+            self._watch = None
+            if self._watch_failure != (reason := f"{type(exc).__name__}: {exc}"):
+                self._watch_failure = reason
+                log.info(
+                    "no change notification for the log directory; checking it at the poll interval",
+                    extra={"database_id": self.db.id, "path": directory, "reason": reason},
+                )
+        else:
+            self._watch_failure = None
+
+    def _watched_name(self, name: str) -> bool:
+        """Whether a change of the entry `name` of the log directory may be news for the reader: it
+        matches the glob, or it is a file being read (the target of a matching symbolic link)."""
+        return fnmatch.fnmatchcase(name, os.path.basename(self.db.log.path)) or any(
+            os.path.basename(f.path) == name for f in self._files.values()
+        )
+
+    def _unwatch(self) -> None:
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+
+    @property
+    def notified(self) -> bool:
+        """Whether changes of the log directory wake the reader (else it only polls)."""
+        return self._watch is not None and self._watch.active
 
     async def poll_or_start_over(self) -> None:
         """`poll()`; a failure is shown in the status, and reading starts over from the stored offsets."""
@@ -462,7 +522,9 @@ class DatabaseFollower:
         if len(f.head) < HEAD_BYTES and size > len(f.head):
             f.head = os.pread(fd, HEAD_BYTES, 0)
         await self._read_to(f, fd, size, now)
-        await self._commit(await f.reader.flush_idle(now), [f])
+        # Read to the end of the file: the last entry is complete if PostgreSQL wrote it whole.
+        at_end = f.read_pos == size and size % PAGE_BYTES != 0
+        await self._commit(await f.reader.flush_ready(now, at_end), [f])
 
     async def _read_to(self, f: _File, fd: int, size: int, now: float, *, stoppable: bool = True) -> None:
         """Feed the bytes from the read position to `size`, storing batches of at most APPEND_LINES

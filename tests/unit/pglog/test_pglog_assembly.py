@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pglog_helpers import PREFIX, T0
 
-from forwarder.pglog import IDLE_FLUSH_SECONDS, MAX_ENTRY_BYTES, make_reader
+from forwarder.pglog import IDLE_FLUSH_SECONDS, MAX_ENTRY_BYTES, WHOLE_WRITE_BYTES, make_reader
 from forwarder.pglog import reader as reader_module
 
 # These tests are about parsing and assembly, not value removal (test_pglog_redact.py): they read
@@ -29,6 +29,7 @@ def line(pid: int, severity: str, text: str) -> bytes:
 def test_constants_agree_with_the_seam() -> None:
     assert reader_module.IDLE_FLUSH_SECONDS == IDLE_FLUSH_SECONDS
     assert reader_module.MAX_ENTRY_BYTES == MAX_ENTRY_BYTES
+    assert reader_module.WHOLE_WRITE_BYTES == WHOLE_WRITE_BYTES
 
 
 def test_secondary_lines_fill_their_fields() -> None:
@@ -125,6 +126,41 @@ def test_offsets_and_flushing_step_by_step() -> None:
     assert r.flush_idle(now=100.0) == []
     assert r.flush() == []
     assert r.committed_offset == len(l1) + len(l2) + len(l3)
+
+
+def test_an_entry_written_whole_comes_out_at_the_end_of_the_data_without_waiting() -> None:
+    # PostgreSQL wrote the ERROR with its DETAIL, continuation and STATEMENT in one write: once the
+    # data ends with a newline the entry is complete, with no next entry and no quiet second.
+    r = new_reader()
+    entry = line(7, "ERROR", "boom") + line(7, "DETAIL", "first") + b"\tsecond\n" + line(7, "STATEMENT", "SELECT 1")
+    assert r.feed(entry, now=0.0) == []
+    (out,) = r.flush_written()
+    assert (out.message, out.detail, out.statement) == ("boom", "first\nsecond", "SELECT 1")
+    assert r.committed_offset == len(entry)
+    assert r.flush_written() == [] and r.flush() == []
+
+
+def test_no_entry_comes_out_at_the_end_of_the_data_while_a_line_is_partial() -> None:
+    r = new_reader()
+    l1 = line(1, "LOG", "one")
+    r.feed(l1[:-1], now=0.0)
+    assert r.flush_written() == []
+    assert r.committed_offset == 0
+    r.feed(b"\n", now=0.1)
+    assert [e.message for e in r.flush_written()] == ["one"]
+
+
+def test_a_long_entry_ending_at_the_end_of_the_data_waits_for_its_last_lines() -> None:
+    # The collector writes a message longer than its stdio buffer in several writes, the last ones
+    # line by line: data ending with a newline may be the middle of it.
+    r = new_reader()
+    head = line(3, "LOG", "x" * WHOLE_WRITE_BYTES)
+    assert r.feed(head + b"\tmore\n", now=0.0) == []
+    assert r.flush_written() == []
+    assert r.committed_offset == 0
+    r.feed(line(3, "STATEMENT", "SELECT 2"), now=0.0)
+    (out,) = r.flush()
+    assert out.message == "x" * WHOLE_WRITE_BYTES + "\nmore" and out.statement == "SELECT 2"
 
 
 def test_idle_flush_leaves_a_partial_line_alone() -> None:
