@@ -175,8 +175,30 @@ def normalize(sql: str) -> tuple[str, bool]:
     return text, changed
 
 
+# The same statement text often comes back: a prepared statement (its values are in the DETAIL
+# line, not in the text), an ORM's query, a monitoring probe. Normalizing costs ~15 us (parsing it
+# with libpg_query), a cache hit ~0.2 us, a miss adds ~0.3 us. Only short statements are kept, so
+# the cache holds at most _CACHE_ENTRIES * ~2 * _CACHE_MAX_CHARS characters (~2 MB) per process.
+_CACHE_ENTRIES: Final = 1024
+_CACHE_MAX_CHARS: Final = 1024
+# Without and with the fingerprint.
+_CACHE: Final[dict[bool, dict[str, tuple[str, bool, str]]]] = {False: {}, True: {}}
+
+
 def normalize_statement(sql: str, with_fingerprint: bool = True) -> tuple[str, bool, str]:
     """`normalize(sql)` plus the statement's fingerprint (16 hex digits; "" if not asked for)."""
+    if len(sql) > _CACHE_MAX_CHARS:
+        return _normalize_statement(sql, with_fingerprint)
+    cache = _CACHE[with_fingerprint]
+    found = cache.get(sql)
+    if found is None:
+        if len(cache) >= _CACHE_ENTRIES:
+            cache.clear()  # cheaper per miss than an LRU's bookkeeping; what repeats comes back at once
+        found = cache[sql] = _normalize_statement(sql, with_fingerprint)
+    return found
+
+
+def _normalize_statement(sql: str, with_fingerprint: bool) -> tuple[str, bool, str]:
     parsed: str | None
     if len(sql) > _MAX_PARSE or "\x00" in sql or ("/*" in sql and sql.count("/*") > _MAX_COMMENTS):
         parsed = None  # see _MAX_PARSE; a NUL: C would read only up to it
