@@ -324,14 +324,14 @@ def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute("PRAGMA busy_timeout = 30000")
     if not readonly:
-        # Checkpointing the WAL every ~40 MiB rather than every 4 MiB rewrites the indexes' hot
-        # pages to the database file less often (appends ~40k -> ~80k entries/s, bench/store_append.py).
         # The writer's page cache is WRITER_CACHE_KIB: 8, 16 and 48 MiB appended 760,000 entries
         # (five times the 200k-line benchmark log, the store growing) in the same time and CPU
         # within the noise, and the 48 MiB cost ~32 MiB of resident memory more. Pages it misses
         # are read from the OS's page cache. Readers keep SQLite's default (2 MiB).
         conn.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
-        conn.execute("PRAGMA wal_autocheckpoint = 10000")
+        # Checkpoints run on a thread of their own (store/checkpoint.py); this one is a backstop,
+        # reached only when that thread falls behind (~200 MiB of WAL).
+        conn.execute("PRAGMA wal_autocheckpoint = 50000")
     if readonly:
         conn.execute("PRAGMA query_only = ON")
     return conn

@@ -28,6 +28,7 @@ from forwarder.store import destinations as D
 from forwarder.store import lines as L
 from forwarder.store import schema
 from forwarder.store import state as S
+from forwarder.store.checkpoint import Checkpointer
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -99,6 +100,7 @@ class Store:
         self._reader_pool = ThreadPoolExecutor(2, thread_name_prefix="store-reader")
         self._local = threading.local()
         self._writer: sqlite3.Connection | None = None
+        self._checkpointer: Checkpointer | None = None
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self._new_lines = asyncio.Event()
@@ -123,6 +125,8 @@ class Store:
             return L.head_id(conn), S.store_id(conn)
 
         self.head_id, self.store_id = await asyncio.get_running_loop().run_in_executor(self._writer_pool, _open)
+        self._checkpointer = Checkpointer(str(self.path))
+        self._checkpointer.start()
 
     async def aclose(self) -> None:
         """Close every connection; pending operations finish first."""
@@ -133,6 +137,9 @@ class Store:
                 self._writer.close()
                 self._writer = None
 
+        if self._checkpointer is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self._checkpointer.stop)
+            self._checkpointer = None
         await asyncio.get_running_loop().run_in_executor(self._writer_pool, _close_writer)
         self._writer_pool.shutdown(wait=True)
         self._reader_pool.shutdown(wait=True)
