@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import BinaryIO, Final, Literal
 
 from forwarder import metrics
-from forwarder.clock import Clock, with_timeout
+from forwarder.clock import Clock
 from forwarder.config import DatabaseConfig
 from forwarder.logsetup import RepeatedFailureLog
 from forwarder.model import KINDS
@@ -258,8 +258,11 @@ class DatabaseFollower:
         """
         self._known = {(sf.dev, sf.ino): sf for sf in await self._store.source_files(self.db.id)}
         try:
+            loop = asyncio.get_running_loop()
             while not self._stopping:
-                started = self._clock.monotonic()
+                # Spacing reads is I/O pacing, like the poll interval: the event loop's time, not
+                # the daemon's clock (a test's fake clock would hold every read until it moved).
+                started = loop.time()
                 self._wake.clear()  # before the poll: a write during it makes the next one start at once
                 self._keep_watching()
                 if self.enabled:
@@ -269,10 +272,10 @@ class DatabaseFollower:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.db.log.poll_interval_seconds)
                 # Writes come by the thousand per second: polls are spaced so each reads many.
-                rest = self.db.log.batch_window_seconds - (self._clock.monotonic() - started)
+                rest = self.db.log.batch_window_seconds - (loop.time() - started)
                 if rest > 0 and not self._stopping:
                     with contextlib.suppress(TimeoutError):
-                        await with_timeout(self._clock, self._stopped.wait(), rest)
+                        await asyncio.wait_for(self._stopped.wait(), rest)
         finally:
             self._unwatch()
             try:
