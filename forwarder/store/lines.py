@@ -421,11 +421,14 @@ def register_functions(conn: sqlite3.Connection) -> None:
 def groups(conn: sqlite3.Connection, db_code: int, from_us: int, limit: int) -> list[Group]:
     """Repeated messages written at or after `from_us` (no upper bound: a server whose clock runs
     ahead of ours still has its newest lines counted), most frequent first."""
+    # `+group_key`: grouping through the (db, group_key) index read every line of the database
+    # to test its time (~0.9 s at 2 million lines for the last day's 50,000); (db, time) walks
+    # only the window (~45 ms) and groups in a temporary b-tree.
     rows = conn.execute(
         """
         SELECT group_key, kind, count(*), min(time_us), max(time_us), max(id)
         FROM lines WHERE db = ? AND time_us >= ?
-        GROUP BY group_key ORDER BY count(*) DESC, max(id) DESC LIMIT ?
+        GROUP BY +group_key ORDER BY count(*) DESC, max(id) DESC LIMIT ?
         """,
         (db_code, from_us, limit),
     ).fetchall()
