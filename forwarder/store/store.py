@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import errno
 import logging
 import sqlite3
@@ -43,6 +44,13 @@ FTS_QUIET_SECONDS = 0.2  # the index waits for appends to pause this long...
 # while a backlog was stored, such a search took ~10 s at a million lines.
 FTS_MAX_TAIL = 10_000
 FTS_BATCH = 5000
+# The WAL is copied into the database file (checkpointed) by a thread of its own, at most this
+# often while writes come in: a checkpoint run by the writer's COMMIT (SQLite's automatic one,
+# every 10,000 pages) held appends ~100-500 ms while retention deleted a day at 2 million lines.
+CHECKPOINT_SECONDS = 0.5
+# The writer still checkpoints past this many WAL pages (~400 MiB): only if the checkpoint thread
+# cannot keep up or fails, so that the WAL stays bounded.
+WRITER_CHECKPOINT_PAGES = 100_000
 WRITE_RETRY_SECONDS = 5.0  # background work waits this long after the store failed to write
 APPEND_RATE_SECONDS = 2.0  # the window of Store.append_rate
 
@@ -97,6 +105,10 @@ class Store:
         self._clock = clock
         self._writer_pool = ThreadPoolExecutor(1, thread_name_prefix="store-writer")
         self._reader_pool = ThreadPoolExecutor(2, thread_name_prefix="store-reader")
+        self._checkpoint_pool = ThreadPoolExecutor(1, thread_name_prefix="store-checkpoint")
+        self._checkpointer: sqlite3.Connection | None = None
+        self._checkpoint: asyncio.Future[None] | None = None  # the one in progress
+        self._last_checkpoint = 0.0  # event-loop time the last one started
         self._local = threading.local()
         self._writer: sqlite3.Connection | None = None
         self._readers: list[sqlite3.Connection] = []
@@ -108,6 +120,7 @@ class Store:
         self._recent_appends: collections.deque[tuple[float, int]] = collections.deque()  # (time, lines)
         self.write_problem: str | None = None  # why the last write failed; None once one succeeds
         self._write_failures = RepeatedFailureLog(log, clock)
+        self._checkpoint_failures = RepeatedFailureLog(log, clock)
         metrics.STORE_WRITABLE.set(1)
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -119,6 +132,7 @@ class Store:
         def _open() -> tuple[int, str]:
             conn = schema.connect(str(self.path))
             schema.migrate(conn)
+            conn.execute(f"PRAGMA wal_autocheckpoint = {WRITER_CHECKPOINT_PAGES}")
             self._writer = conn
             return L.head_id(conn), S.store_id(conn)
 
@@ -133,8 +147,13 @@ class Store:
                 self._writer.close()
                 self._writer = None
 
+        await self.checkpoint_finished()
         await asyncio.get_running_loop().run_in_executor(self._writer_pool, _close_writer)
         self._writer_pool.shutdown(wait=True)
+        self._checkpoint_pool.shutdown(wait=True)
+        if self._checkpointer is not None:
+            self._checkpointer.close()
+            self._checkpointer = None
         self._reader_pool.shutdown(wait=True)
         with self._readers_lock:
             for conn in self._readers:
@@ -176,7 +195,41 @@ class Store:
             self.write_problem = None
             metrics.STORE_WRITABLE.set(1)
             self._write_failures.ok("the store writes again")
+        self._maybe_checkpoint()
         return result
+
+    def _maybe_checkpoint(self) -> None:
+        """Start a passive checkpoint on the checkpoint thread unless one runs or one started
+        less than CHECKPOINT_SECONDS ago. A passive checkpoint takes no lock a writer or a reader
+        waits for (sqlite.org/c3ref/wal_checkpoint_v2.html): appends go on meanwhile."""
+        loop = asyncio.get_running_loop()
+        if self._checkpoint is not None or loop.time() - self._last_checkpoint < CHECKPOINT_SECONDS:
+            return
+        self._last_checkpoint = loop.time()
+        self._checkpoint = loop.run_in_executor(self._checkpoint_pool, self._run_checkpoint)
+        self._checkpoint.add_done_callback(self._checkpoint_done)
+
+    async def checkpoint_finished(self) -> None:
+        """Return once the checkpoint in progress, if any, has ended (a failed one was logged)."""
+        if self._checkpoint is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._checkpoint)
+
+    def _run_checkpoint(self) -> None:
+        if self._checkpointer is None:
+            self._checkpointer = schema.connect(str(self.path))
+            self._checkpointer.execute("PRAGMA cache_size = -256")  # it copies pages, keeps none
+        self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+    def _checkpoint_done(self, done: asyncio.Future[None]) -> None:
+        self._checkpoint = None
+        if done.cancelled():
+            return
+        if (exc := done.exception()) is not None:
+            # The next write tries again; the writer's own checkpoint bounds the WAL meanwhile.
+            self._checkpoint_failures.failure("a checkpoint of the store failed", exc)
+        else:
+            self._checkpoint_failures.ok("the store's checkpoints work again")
 
     def _write_failed(self, reason: str, exc: Exception) -> None:
         self.write_problem = reason
