@@ -262,6 +262,15 @@ def index_fts(conn: sqlite3.Connection, batch: int = 2000) -> int:
     return len(rows)
 
 
+def merge_fts(conn: sqlite3.Connection, pages: int) -> bool:
+    """Merge the full-text index's segments, about `pages` pages of them (inside the caller's
+    transaction); False when there was nothing to merge (FTS5 then changes no row)."""
+    before = conn.total_changes
+    conn.execute("INSERT INTO lines_fts (lines_fts, rank) VALUES ('merge', ?)", (pages,))
+    # sqlite.org/fts5.html#the_merge_command: fewer than 2 changes, no more work to do.
+    return conn.total_changes - before >= 2
+
+
 def fts_watermark(conn: sqlite3.Connection) -> int:
     row = conn.execute("SELECT value FROM kv WHERE key = ?", (FTS_WATERMARK_KEY,)).fetchone()
     return int(row[0]) if row else 0

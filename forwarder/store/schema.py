@@ -281,6 +281,14 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     DROP INDEX lines_db_group;
     CREATE INDEX lines_db_group ON lines (db, group_key);
     """,
+    # 8: the full-text index's segments are merged by the store's background work, a few pages
+    # per transaction (Store.run), no longer inside the transaction that wrote them: FTS5's
+    # automatic merging held the writer 100-300 ms at times while retention deleted a day
+    # (sqlite.org/fts5.html#the_automerge_configuration_option). Merging when a level reaches
+    # `crisismerge` segments stays as FTS5 does it, the bound if the background work falls behind.
+    """
+    INSERT INTO lines_fts (lines_fts, rank) VALUES ('automerge', 0);
+    """,
 )
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)

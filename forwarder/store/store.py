@@ -44,6 +44,9 @@ FTS_QUIET_SECONDS = 0.2  # the index waits for appends to pause this long...
 # while a backlog was stored, such a search took ~10 s at a million lines.
 FTS_MAX_TAIL = 10_000
 FTS_BATCH = 5000
+# Pages of the full-text index's segments merged per write transaction (migration 8: FTS5 no
+# longer merges inside the transaction that wrote them). ~5-15 ms each here.
+FTS_MERGE_PAGES = 100
 # The WAL is copied into the database file (checkpointed) by a thread of its own, at most this
 # often while writes come in: a checkpoint run by the writer's COMMIT (SQLite's automatic one,
 # every 10,000 pages) held appends ~100-500 ms while retention deleted a day at 2 million lines.
@@ -117,6 +120,7 @@ class Store:
         self.head_id = 0
         self.store_id = ""  # random, made when the store is created: names this store to receivers
         self._last_append = 0.0  # event-loop time of the last append
+        self._fts_merge_due = True  # the index may have segments to merge (a store just opened may)
         self._recent_appends: collections.deque[tuple[float, int]] = collections.deque()  # (time, lines)
         self.write_problem: str | None = None  # why the last write failed; None once one succeeds
         self._write_failures = RepeatedFailureLog(log, clock)
@@ -535,6 +539,11 @@ class Store:
         """Add the next lines to the full-text index; returns how many."""
         return await self._write(lambda c: L.index_fts(c, batch))
 
+    async def merge_fts_once(self) -> bool:
+        """Merge a few pages of the full-text index's segments; False when nothing was left to merge."""
+        self._fts_merge_due = await self._write(lambda c: L.merge_fts(c, FTS_MERGE_PAGES))
+        return self._fts_merge_due
+
     async def retention_once(self) -> int:
         """Delete lines past `retention_days`, then the oldest while over `max_bytes`."""
         cutoff_us = self._now_us() - int(self.config.retention_days * 86400 * 1_000_000)
@@ -542,6 +551,9 @@ class Store:
         while True:
             n = await self._write(lambda c: self._delete(c, L.older_than(c, cutoff_us, RETENTION_CHUNK)))
             deleted += n
+            if n:
+                # Each chunk adds a segment of deletions to the index: merge as they come.
+                await self.merge_fts_once()
             if n < RETENTION_CHUNK:
                 break
         by_age = deleted
@@ -558,6 +570,7 @@ class Store:
                 break
             deleted += n
             metrics.RETENTION_DELETED.labels("size").inc(n)
+            await self.merge_fts_once()
         if deleted:
             log.info("retention deleted lines", extra={"deleted": deleted, "by_age": by_age})
         await self._refresh_gauges()
@@ -594,6 +607,10 @@ class Store:
                 busy = asyncio.get_running_loop().time() - self._last_append < FTS_QUIET_SECONDS
                 if self.head_id > watermark and (not busy or self.head_id - watermark > FTS_MAX_TAIL):
                     await self.index_once(FTS_BATCH)
+                    self._fts_merge_due = True
+                    continue
+                # One merge step at a time: appends wait for no more than one of them.
+                if self._fts_merge_due and await self.merge_fts_once() and not busy:
                     continue
             except Exception as exc:
                 if write_failure_reason(exc) is None:
