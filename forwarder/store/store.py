@@ -148,6 +148,10 @@ class Store:
         def _close_writer() -> None:
             if self._writer is not None:
                 self._writer.execute("PRAGMA optimize")
+                # The last copy into the database file: a store closed cleanly is whole without
+                # its -wal, even when another process holds it open (SQLite's own copy at close
+                # happens only in the last connection).
+                self._writer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
                 self._writer.close()
                 self._writer = None
 

@@ -374,3 +374,28 @@ async def test_the_database_file_holds_appended_lines_without_waiting_for_the_wr
         assert conn.execute("SELECT count(*) FROM lines").fetchone()[0] == 4
     finally:
         conn.close()
+
+
+async def test_a_store_closed_while_another_process_has_it_open_is_whole_without_its_write_ahead_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "CHECKPOINT_SECONDS", 3600.0)  # only after the first write
+    clock = FakeClock(start=T0 / 1_000_000 + 3600)
+    store = Store(StoreConfig(path=tmp_path / "f.db", max_bytes=1 << 30), clock)
+    await store.start()
+    other = sqlite3.connect(tmp_path / "f.db")  # a backup tool, the CLI: SQLite's copy at close is the last one's
+    try:
+        other.execute("SELECT count(*) FROM lines").fetchone()
+        ident = await store.register_database(db_config())
+        await store.checkpoint_finished()
+        await store.append(ident, [line(i) for i in range(5)], [], 0)
+        await store.aclose()
+        copy = tmp_path / "copy.db"
+        copy.write_bytes((tmp_path / "f.db").read_bytes())
+        conn = sqlite3.connect(copy)
+        try:
+            assert conn.execute("SELECT count(*) FROM lines").fetchone()[0] == 5
+        finally:
+            conn.close()
+    finally:
+        other.close()
