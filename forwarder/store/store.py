@@ -35,8 +35,9 @@ log = logging.getLogger(__name__)
 
 # Lines retention deletes per write transaction: appends wait for each one. Deleting a line costs
 # ~30 µs (four indexes, its full-text entries from its recomputed text): 5,000 held the writer
-# ~110-150 ms at a million lines, 2,000 ~60 ms.
-RETENTION_CHUNK = 2000
+# ~110-150 ms at a million lines, 2,000 ~60 ms. Deleting a day at 2 million lines on a loaded
+# 2-core machine, the longest append took 225-385 ms with 2,000, 155-185 ms with 500.
+RETENTION_CHUNK = 500
 SIZE_TARGET = 0.95  # size retention aims at this fraction of max_bytes
 FTS_QUIET_SECONDS = 0.2  # the index waits for appends to pause this long...
 # ...unless this many lines are not indexed yet: a search for a word no line has scans them all
