@@ -262,6 +262,15 @@ def index_fts(conn: sqlite3.Connection, batch: int = 2000) -> int:
     return len(rows)
 
 
+def merge_fts(conn: sqlite3.Connection, pages: int) -> bool:
+    """Merge the full-text index's segments, about `pages` pages of them (inside the caller's
+    transaction); False when there was nothing to merge (FTS5 then changes no row)."""
+    before = conn.total_changes
+    conn.execute("INSERT INTO lines_fts (lines_fts, rank) VALUES ('merge', ?)", (pages,))
+    # sqlite.org/fts5.html#the_merge_command: fewer than 2 changes, no more work to do.
+    return conn.total_changes - before >= 2
+
+
 def fts_watermark(conn: sqlite3.Connection) -> int:
     row = conn.execute("SELECT value FROM kv WHERE key = ?", (FTS_WATERMARK_KEY,)).fetchone()
     return int(row[0]) if row else 0
@@ -421,11 +430,14 @@ def register_functions(conn: sqlite3.Connection) -> None:
 def groups(conn: sqlite3.Connection, db_code: int, from_us: int, limit: int) -> list[Group]:
     """Repeated messages written at or after `from_us` (no upper bound: a server whose clock runs
     ahead of ours still has its newest lines counted), most frequent first."""
+    # `+group_key`: grouping through the (db, group_key) index read every line of the database
+    # to test its time (~0.9 s at 2 million lines for the last day's 50,000); (db, time) walks
+    # only the window (~45 ms) and groups in a temporary b-tree.
     rows = conn.execute(
         """
         SELECT group_key, kind, count(*), min(time_us), max(time_us), max(id)
         FROM lines WHERE db = ? AND time_us >= ?
-        GROUP BY group_key ORDER BY count(*) DESC, max(id) DESC LIMIT ?
+        GROUP BY +group_key ORDER BY count(*) DESC, max(id) DESC LIMIT ?
         """,
         (db_code, from_us, limit),
     ).fetchall()

@@ -281,6 +281,14 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     DROP INDEX lines_db_group;
     CREATE INDEX lines_db_group ON lines (db, group_key);
     """,
+    # 8: the full-text index's segments are merged by the store's background work, a few pages
+    # per transaction (Store.run), no longer inside the transaction that wrote them: FTS5's
+    # automatic merging held the writer 100-300 ms at times while retention deleted a day
+    # (sqlite.org/fts5.html#the_automerge_configuration_option). Merging when a level reaches
+    # `crisismerge` segments stays as FTS5 does it, the bound if the background work falls behind.
+    """
+    INSERT INTO lines_fts (lines_fts, rank) VALUES ('automerge', 0);
+    """,
 )
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)
@@ -329,9 +337,11 @@ def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
         # within the noise, and the 48 MiB cost ~32 MiB of resident memory more. Pages it misses
         # are read from the OS's page cache. Readers keep SQLite's default (2 MiB).
         conn.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
-        # Checkpoints run on a thread of their own (store/checkpoint.py); this one is a backstop,
-        # reached only when that thread falls behind (~200 MiB of WAL).
-        conn.execute("PRAGMA wal_autocheckpoint = 50000")
+        # The store checkpoints the WAL off the write path (Store.run; WRITER_CHECKPOINT_PAGES);
+        # a connection of its own keeps SQLite's default. When a checkpoint has copied the whole
+        # WAL and it starts over, its file is cut back to 64 MiB: a backlog's burst does not stay
+        # on disk as hundreds of MiB of spent WAL (sqlite.org/pragma.html#pragma_journal_size_limit).
+        conn.execute("PRAGMA journal_size_limit = 67108864")
     if readonly:
         conn.execute("PRAGMA query_only = ON")
     return conn

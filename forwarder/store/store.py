@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import errno
 import logging
 import sqlite3
@@ -28,15 +29,15 @@ from forwarder.store import destinations as D
 from forwarder.store import lines as L
 from forwarder.store import schema
 from forwarder.store import state as S
-from forwarder.store.checkpoint import Checkpointer
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 # Lines retention deletes per write transaction: appends wait for each one. Deleting a line costs
 # ~30 µs (four indexes, its full-text entries from its recomputed text): 5,000 held the writer
-# ~110-150 ms at a million lines, 2,000 ~60 ms.
-RETENTION_CHUNK = 2000
+# ~110-150 ms at a million lines, 2,000 ~60 ms. Deleting a day at 2 million lines on a loaded
+# 2-core machine, the longest append took 225-385 ms with 2,000, 155-185 ms with 500.
+RETENTION_CHUNK = 500
 SIZE_TARGET = 0.95  # size retention aims at this fraction of max_bytes
 FTS_QUIET_SECONDS = 0.2  # the index waits for appends to pause this long...
 # ...unless this many lines are not indexed yet: a search for a word no line has scans them all
@@ -44,6 +45,16 @@ FTS_QUIET_SECONDS = 0.2  # the index waits for appends to pause this long...
 # while a backlog was stored, such a search took ~10 s at a million lines.
 FTS_MAX_TAIL = 10_000
 FTS_BATCH = 5000
+# Pages of the full-text index's segments merged per write transaction (migration 8: FTS5 no
+# longer merges inside the transaction that wrote them). ~5-15 ms each here.
+FTS_MERGE_PAGES = 100
+# The WAL is copied into the database file (checkpointed) by a thread of its own, at most this
+# often while writes come in: a checkpoint run by the writer's COMMIT (SQLite's automatic one,
+# every 10,000 pages) held appends ~100-500 ms while retention deleted a day at 2 million lines.
+CHECKPOINT_SECONDS = 0.5
+# The writer still checkpoints past this many WAL pages (~400 MiB): only if the checkpoint thread
+# cannot keep up or fails, so that the WAL stays bounded.
+WRITER_CHECKPOINT_PAGES = 100_000
 WRITE_RETRY_SECONDS = 5.0  # background work waits this long after the store failed to write
 APPEND_RATE_SECONDS = 2.0  # the window of Store.append_rate
 
@@ -98,18 +109,23 @@ class Store:
         self._clock = clock
         self._writer_pool = ThreadPoolExecutor(1, thread_name_prefix="store-writer")
         self._reader_pool = ThreadPoolExecutor(2, thread_name_prefix="store-reader")
+        self._checkpoint_pool = ThreadPoolExecutor(1, thread_name_prefix="store-checkpoint")
+        self._checkpointer: sqlite3.Connection | None = None
+        self._checkpoint: asyncio.Future[None] | None = None  # the one in progress
+        self._last_checkpoint = 0.0  # event-loop time the last one started
         self._local = threading.local()
         self._writer: sqlite3.Connection | None = None
-        self._checkpointer: Checkpointer | None = None
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self._new_lines = asyncio.Event()
         self.head_id = 0
         self.store_id = ""  # random, made when the store is created: names this store to receivers
         self._last_append = 0.0  # event-loop time of the last append
+        self._fts_merge_due = True  # the index may have segments to merge (a store just opened may)
         self._recent_appends: collections.deque[tuple[float, int]] = collections.deque()  # (time, lines)
         self.write_problem: str | None = None  # why the last write failed; None once one succeeds
         self._write_failures = RepeatedFailureLog(log, clock)
+        self._checkpoint_failures = RepeatedFailureLog(log, clock)
         metrics.STORE_WRITABLE.set(1)
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -121,12 +137,11 @@ class Store:
         def _open() -> tuple[int, str]:
             conn = schema.connect(str(self.path))
             schema.migrate(conn)
+            conn.execute(f"PRAGMA wal_autocheckpoint = {WRITER_CHECKPOINT_PAGES}")
             self._writer = conn
             return L.head_id(conn), S.store_id(conn)
 
         self.head_id, self.store_id = await asyncio.get_running_loop().run_in_executor(self._writer_pool, _open)
-        self._checkpointer = Checkpointer(str(self.path))
-        self._checkpointer.start()
 
     async def aclose(self) -> None:
         """Close every connection; pending operations finish first."""
@@ -134,14 +149,20 @@ class Store:
         def _close_writer() -> None:
             if self._writer is not None:
                 self._writer.execute("PRAGMA optimize")
+                # The last copy into the database file: a store closed cleanly is whole without
+                # its -wal, even when another process holds it open (SQLite's own copy at close
+                # happens only in the last connection).
+                self._writer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
                 self._writer.close()
                 self._writer = None
 
-        if self._checkpointer is not None:
-            await asyncio.get_running_loop().run_in_executor(None, self._checkpointer.stop)
-            self._checkpointer = None
+        await self.checkpoint_finished()
         await asyncio.get_running_loop().run_in_executor(self._writer_pool, _close_writer)
         self._writer_pool.shutdown(wait=True)
+        self._checkpoint_pool.shutdown(wait=True)
+        if self._checkpointer is not None:
+            self._checkpointer.close()
+            self._checkpointer = None
         self._reader_pool.shutdown(wait=True)
         with self._readers_lock:
             for conn in self._readers:
@@ -183,7 +204,41 @@ class Store:
             self.write_problem = None
             metrics.STORE_WRITABLE.set(1)
             self._write_failures.ok("the store writes again")
+        self._maybe_checkpoint()
         return result
+
+    def _maybe_checkpoint(self) -> None:
+        """Start a passive checkpoint on the checkpoint thread unless one runs or one started
+        less than CHECKPOINT_SECONDS ago. A passive checkpoint takes no lock a writer or a reader
+        waits for (sqlite.org/c3ref/wal_checkpoint_v2.html): appends go on meanwhile."""
+        loop = asyncio.get_running_loop()
+        if self._checkpoint is not None or loop.time() - self._last_checkpoint < CHECKPOINT_SECONDS:
+            return
+        self._last_checkpoint = loop.time()
+        self._checkpoint = loop.run_in_executor(self._checkpoint_pool, self._run_checkpoint)
+        self._checkpoint.add_done_callback(self._checkpoint_done)
+
+    async def checkpoint_finished(self) -> None:
+        """Return once the checkpoint in progress, if any, has ended (a failed one was logged)."""
+        if self._checkpoint is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._checkpoint)
+
+    def _run_checkpoint(self) -> None:
+        if self._checkpointer is None:
+            self._checkpointer = schema.connect(str(self.path))
+            self._checkpointer.execute("PRAGMA cache_size = -256")  # it copies pages, keeps none
+        self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+    def _checkpoint_done(self, done: asyncio.Future[None]) -> None:
+        self._checkpoint = None
+        if done.cancelled():
+            return
+        if (exc := done.exception()) is not None:
+            # The next write tries again; the writer's own checkpoint bounds the WAL meanwhile.
+            self._checkpoint_failures.failure("a checkpoint of the store failed", exc)
+        else:
+            self._checkpoint_failures.ok("the store's checkpoints work again")
 
     def _write_failed(self, reason: str, exc: Exception) -> None:
         self.write_problem = reason
@@ -489,6 +544,11 @@ class Store:
         """Add the next lines to the full-text index; returns how many."""
         return await self._write(lambda c: L.index_fts(c, batch))
 
+    async def merge_fts_once(self) -> bool:
+        """Merge a few pages of the full-text index's segments; False when nothing was left to merge."""
+        self._fts_merge_due = await self._write(lambda c: L.merge_fts(c, FTS_MERGE_PAGES))
+        return self._fts_merge_due
+
     async def retention_once(self) -> int:
         """Delete lines past `retention_days`, then the oldest while over `max_bytes`."""
         cutoff_us = self._now_us() - int(self.config.retention_days * 86400 * 1_000_000)
@@ -496,6 +556,9 @@ class Store:
         while True:
             n = await self._write(lambda c: self._delete(c, L.older_than(c, cutoff_us, RETENTION_CHUNK)))
             deleted += n
+            if n:
+                # Each chunk adds a segment of deletions to the index: merge as they come.
+                await self.merge_fts_once()
             if n < RETENTION_CHUNK:
                 break
         by_age = deleted
@@ -512,6 +575,7 @@ class Store:
                 break
             deleted += n
             metrics.RETENTION_DELETED.labels("size").inc(n)
+            await self.merge_fts_once()
         if deleted:
             log.info("retention deleted lines", extra={"deleted": deleted, "by_age": by_age})
         await self._refresh_gauges()
@@ -548,6 +612,10 @@ class Store:
                 busy = asyncio.get_running_loop().time() - self._last_append < FTS_QUIET_SECONDS
                 if self.head_id > watermark and (not busy or self.head_id - watermark > FTS_MAX_TAIL):
                     await self.index_once(FTS_BATCH)
+                    self._fts_merge_due = True
+                    continue
+                # One merge step at a time: appends wait for no more than one of them.
+                if self._fts_merge_due and await self.merge_fts_once() and not busy:
                     continue
             except Exception as exc:
                 if write_failure_reason(exc) is None:

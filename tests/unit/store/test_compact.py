@@ -143,3 +143,47 @@ def test_a_store_written_before_compression_upgrades_in_place(tmp_path: Path) ->
         L.delete_lines(conn, L.oldest(conn, 2))
     assert found(conn, "vacuum") == ["new vacuum", "old2 vacuum"]
     assert indexed_words(conn) == {"vacuum", "new", "old2"}
+
+
+def test_the_index_merges_its_segments_apart_from_the_transactions_that_write_them(tmp_path: Path) -> None:
+    # FTS5 merged segments inside the transaction that wrote one (up to ~300 ms while retention
+    # deleted a day, with appends waiting); the store's background work merges them a few pages
+    # per transaction of its own.
+    conn = new_store(tmp_path / "s.db")
+    for batch in range(8):
+        with conn:
+            L.append(conn, IDENT, [line(batch * 10 + i, f"word{batch} common") for i in range(10)])
+        with conn:
+            L.index_fts(conn)  # a segment each, left unmerged (FTS5 merged them here)
+    merged = []
+    for _ in range(3):
+        with conn:
+            merged.append(L.merge_fts(conn, 100))
+    assert merged == [True, False, False]  # merged, then nothing left to merge
+    assert len(L.list_lines(conn, 1, L.LineQuery(q="common", limit=100)).docs) == 80
+    assert [orjson.loads(d)["message"] for d in L.list_lines(conn, 1, L.LineQuery(q="word3")).docs] == [
+        "word3 common"
+    ] * 10
+
+
+def test_a_store_of_version_7_upgrades_in_place_and_keeps_its_index(tmp_path: Path) -> None:
+    path = tmp_path / "v7.db"
+    conn = schema.connect(str(path))
+    for number in range(7):
+        for statement in schema._split(schema.MIGRATIONS[number]):
+            conn.execute(statement)
+    conn.execute("PRAGMA user_version = 7")
+    conn.execute("INSERT INTO databases (code, id, enabled, full_text, updated_at) VALUES (1, 'main', 1, 0, 0)")
+    with conn:
+        L.append(conn, IDENT, [line(i, f"vacuum{i}") for i in range(3)])
+    index_all(conn)
+    conn.close()
+
+    conn = open_sync(path)
+    L.register_functions(conn)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
+    assert conn.execute("SELECT v FROM lines_fts_config WHERE k = 'automerge'").fetchone() == (0,)
+    assert found(conn, "vacuum1") == ["vacuum1"]
+    with conn:
+        L.delete_lines(conn, L.oldest(conn, 1))
+    assert found(conn, "vacuum") == ["vacuum2", "vacuum1"]

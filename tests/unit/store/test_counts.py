@@ -31,3 +31,25 @@ def test_counts_by_kind_read_the_window_only(tmp_path: Path) -> None:
     assert (counts[KINDS[0]], counts[KINDS[1]], counts[KINDS[2]], sum(counts.values())) == (33, 34, 33, 100)
     # Through the (db, kind) index it walked all 20,000 lines: ~1,000 of these (100 instructions each).
     assert steps < 100, steps
+
+
+def test_groups_read_the_window_only(tmp_path: Path) -> None:
+    conn = open_sync(tmp_path / "s.db")
+    conn.execute("INSERT INTO databases (code, id, enabled, full_text, updated_at) VALUES (1, 'main', 1, 0, 0)")
+    ident = L.Identity(1, "main", "main", "h")
+    with conn:
+        L.append(conn, ident, [LogLine(T0 + i, "LOG", "other", f"message {'abcdefg'[i % 7]}") for i in range(20_000)])
+    conn.execute("ANALYZE")
+    steps = 0
+
+    def count() -> int:
+        nonlocal steps
+        steps += 1
+        return 0
+
+    conn.set_progress_handler(count, 100)
+    groups = L.groups(conn, 1, T0 + 19_930, 10)  # the newest 70 lines: 10 of each message
+    assert sorted(g.count for g in groups) == [10] * 7
+    assert max(g.last_us for g in groups) == T0 + 19_999 and min(g.first_us for g in groups) == T0 + 19_930
+    # Through the (db, group_key) index it read all 20,000 lines to test their time.
+    assert steps < 100, steps

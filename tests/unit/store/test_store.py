@@ -16,6 +16,7 @@ from forwarder.config import DatabaseConfig, LogSourceConfig, StoreConfig
 from forwarder.model import KINDS, LogLine, group_key
 from forwarder.store import DatabaseSettings, LineQuery, SourceFile, Store, open_sync, schema
 from forwarder.store import state as S
+from forwarder.store import store as store_module
 
 T0 = 1_800_000_000_000_000  # microseconds
 
@@ -352,3 +353,49 @@ async def test_append_rate_counts_the_lines_of_the_last_two_seconds(
     assert store.append_rate() == 500  # the first append left the window
     now[0] += 1.0
     assert store.append_rate() == 0
+
+
+async def test_the_database_file_holds_appended_lines_without_waiting_for_the_write_ahead_log_to_fill(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A checkpoint copies the write-ahead log into the database file; the writer's COMMIT ran it
+    # once ~40 MiB had accumulated, holding appends meanwhile. The checkpoint thread runs it soon
+    # after writes, beside them: the file alone (what a copy without its -wal has) has the lines.
+    monkeypatch.setattr(store_module, "CHECKPOINT_SECONDS", 0.0)  # after every write
+    ident = await store.register_database(db_config())
+    await store.append(ident, [line(i) for i in range(3)], [], 0)
+    await store.checkpoint_finished()  # it may have begun before those lines
+    await store.append(ident, [line(3)], [], 0)
+    await store.checkpoint_finished()
+    copy = tmp_path / "copy.db"
+    copy.write_bytes((tmp_path / "f.db").read_bytes())
+    conn = sqlite3.connect(copy)
+    try:
+        assert conn.execute("SELECT count(*) FROM lines").fetchone()[0] == 4
+    finally:
+        conn.close()
+
+
+async def test_a_store_closed_while_another_process_has_it_open_is_whole_without_its_write_ahead_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "CHECKPOINT_SECONDS", 3600.0)  # only after the first write
+    clock = FakeClock(start=T0 / 1_000_000 + 3600)
+    store = Store(StoreConfig(path=tmp_path / "f.db", max_bytes=1 << 30), clock)
+    await store.start()
+    other = sqlite3.connect(tmp_path / "f.db")  # a backup tool, the CLI: SQLite's copy at close is the last one's
+    try:
+        other.execute("SELECT count(*) FROM lines").fetchone()
+        ident = await store.register_database(db_config())
+        await store.checkpoint_finished()
+        await store.append(ident, [line(i) for i in range(5)], [], 0)
+        await store.aclose()
+        copy = tmp_path / "copy.db"
+        copy.write_bytes((tmp_path / "f.db").read_bytes())
+        conn = sqlite3.connect(copy)
+        try:
+            assert conn.execute("SELECT count(*) FROM lines").fetchone()[0] == 5
+        finally:
+            conn.close()
+    finally:
+        other.close()
