@@ -11,6 +11,7 @@ import collections
 import contextlib
 import errno
 import logging
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
@@ -55,6 +56,8 @@ CHECKPOINT_SECONDS = 0.5
 # The writer still checkpoints past this many WAL pages (~400 MiB): only if the checkpoint thread
 # cannot keep up or fails, so that the WAL stays bounded.
 WRITER_CHECKPOINT_PAGES = 100_000
+WAL_KEEP_BYTES = 64 << 20  # a WAL file larger than this is cut once all of it is checkpointed
+WAL_TRUNCATE_WAIT_MS = 20  # how long cutting it may hold writers back
 WRITE_RETRY_SECONDS = 5.0  # background work waits this long after the store failed to write
 APPEND_RATE_SECONDS = 2.0  # the window of Store.append_rate
 
@@ -113,6 +116,9 @@ class Store:
         self._checkpointer: sqlite3.Connection | None = None
         self._checkpoint: asyncio.Future[None] | None = None  # the one in progress
         self._last_checkpoint = 0.0  # event-loop time the last one started
+        self._unchecked_writes = False  # writes since the last checkpoint started
+        self._later: asyncio.TimerHandle | None = None  # a checkpoint scheduled for those writes
+        self._checkpointer_open = True  # False once closing: nothing more is scheduled
         self._local = threading.local()
         self._writer: sqlite3.Connection | None = None
         self._readers: list[sqlite3.Connection] = []
@@ -156,6 +162,10 @@ class Store:
                 self._writer.close()
                 self._writer = None
 
+        self._checkpointer_open = False
+        if self._later is not None:
+            self._later.cancel()
+            self._later = None
         await self.checkpoint_finished()
         await asyncio.get_running_loop().run_in_executor(self._writer_pool, _close_writer)
         self._writer_pool.shutdown(wait=True)
@@ -212,8 +222,15 @@ class Store:
         less than CHECKPOINT_SECONDS ago. A passive checkpoint takes no lock a writer or a reader
         waits for (sqlite.org/c3ref/wal_checkpoint_v2.html): appends go on meanwhile."""
         loop = asyncio.get_running_loop()
+        self._unchecked_writes = True
         if self._checkpoint is not None or loop.time() - self._last_checkpoint < CHECKPOINT_SECONDS:
+            # The writes since are copied by a later one: the next write's, or the one that the
+            # end of this one schedules (the last writes of a burst must not wait for more writes).
+            if self._checkpoint is None and self._later is None:
+                wait = CHECKPOINT_SECONDS - (loop.time() - self._last_checkpoint)
+                self._later = loop.call_later(wait, self._checkpoint_later)
             return
+        self._unchecked_writes = False
         self._last_checkpoint = loop.time()
         self._checkpoint = loop.run_in_executor(self._checkpoint_pool, self._run_checkpoint)
         self._checkpoint.add_done_callback(self._checkpoint_done)
@@ -228,10 +245,31 @@ class Store:
         if self._checkpointer is None:
             self._checkpointer = schema.connect(str(self.path))
             self._checkpointer.execute("PRAGMA cache_size = -256")  # it copies pages, keeps none
-        self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        conn = self._checkpointer
+        busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        if busy or frames <= 0 or copied < frames:
+            return
+        # All of the WAL is in the database file. After a burst its file stays as large as the
+        # burst made it until a write starts it over; when that is past WAL_KEEP_BYTES, cut it now
+        # (TRUNCATE waits for readers on older snapshots while holding writers back, so it gets
+        # only WAL_TRUNCATE_WAIT_MS: on a busy store it gives up and the next write cuts it).
+        with contextlib.suppress(FileNotFoundError):
+            if os.stat(str(self.path) + "-wal").st_size > WAL_KEEP_BYTES:
+                conn.execute(f"PRAGMA busy_timeout = {WAL_TRUNCATE_WAIT_MS}")
+                try:
+                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+                finally:
+                    conn.execute("PRAGMA busy_timeout = 30000")
+
+    def _checkpoint_later(self) -> None:
+        self._later = None
+        if self._unchecked_writes and self._checkpointer_open:
+            self._maybe_checkpoint()
 
     def _checkpoint_done(self, done: asyncio.Future[None]) -> None:
         self._checkpoint = None
+        if self._unchecked_writes and self._later is None and self._checkpointer_open:
+            self._later = asyncio.get_running_loop().call_later(CHECKPOINT_SECONDS, self._checkpoint_later)
         if done.cancelled():
             return
         if (exc := done.exception()) is not None:

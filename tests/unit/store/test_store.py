@@ -376,6 +376,28 @@ async def test_the_database_file_holds_appended_lines_without_waiting_for_the_wr
         conn.close()
 
 
+async def test_the_last_writes_of_a_burst_are_checkpointed_and_a_large_write_ahead_log_is_cut(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Writes during a checkpoint, or too soon after one, are copied by one scheduled for them: the
+    # end of a backlog does not wait for a next write. Once all of the WAL is copied, a WAL file
+    # past WAL_KEEP_BYTES is cut (0 here, so any).
+    monkeypatch.setattr(store_module, "CHECKPOINT_SECONDS", 0.05)
+    monkeypatch.setattr(store_module, "WAL_KEEP_BYTES", 0)
+    wal = tmp_path / "f.db-wal"
+    ident = await store.register_database(db_config())
+    for i in range(5):  # a burst: several writes within one checkpoint interval
+        await store.append(ident, [line(j) for j in range(i * 50, i * 50 + 50)], [], 0)
+    while wal.stat().st_size > 0:  # waiting for the checkpoint thread's file I/O, not for clock logic
+        await store.checkpoint_finished()
+        await asyncio.sleep(0.01)
+    conn = sqlite3.connect(tmp_path / "f.db")
+    try:
+        assert conn.execute("SELECT count(*) FROM lines").fetchone()[0] == 250
+    finally:
+        conn.close()
+
+
 async def test_a_store_closed_while_another_process_has_it_open_is_whole_without_its_write_ahead_log(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
