@@ -59,6 +59,9 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 SHARED = Path(os.environ.get("SHARED_BENCH", str(REPO.parent / "shared" / "bench")))
 PREFIX = "%m [%p] %q%u@%d/%a "
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling modules, when run as a script
+from daemonrun import ForwarderProcess  # noqa: E402
+
 PY = sys.executable
 DAY_US = 86_400_000_000
 BATCH = 5000  # lines per transaction, the daemon's bound
@@ -241,78 +244,36 @@ class Client:
         return json.loads(body)
 
 
-class Daemon:
+class Daemon(ForwarderProcess):
     """`forwarder run` on a store; only `db0`'s log (under `root`/logs) may exist."""
 
     def __init__(self, root: Path, store: Path, databases: int, retention_days: float = 36500) -> None:
-        root.mkdir(parents=True, exist_ok=True)
-        (root / "logs").mkdir(exist_ok=True)
-        self.root = root
-        self.port = free_port()
-        self.config = root / "forwarder.toml"
+        (root / "logs").mkdir(parents=True, exist_ok=True)
+        port = free_port()
         dbs: list[str] = []
         for db_id in database_ids(databases):
             glob = root / "logs" / f"{db_id}-*.log"
             dbs += ["[[databases]]", f'id = "{db_id}"', f'name = "{db_id}"', 'host = "bench"', "[databases.log]"]
             dbs += [f'path = "{glob}"', f'line_prefix = "{PREFIX}"', "poll_interval_seconds = 0.05"]
-        self.config.write_text(
-            "\n".join(
-                [
-                    "[server]",
-                    'host = "127.0.0.1"',
-                    f"port = {self.port}",
-                    "[store]",
-                    f'path = "{store}"',
-                    f"max_bytes = {1 << 42}",
-                    f"retention_days = {retention_days}",
-                    "[security]",
-                    f'secrets_key_file = "{root / "secrets.key"}"',
-                    "[insights]",
-                    "enabled = false",
-                    *dbs,
-                    "",
-                ]
-            )
+        super().__init__(
+            root,
+            port,
+            [
+                "[server]",
+                'host = "127.0.0.1"',
+                f"port = {port}",
+                "[store]",
+                f'path = "{store}"',
+                f"max_bytes = {1 << 42}",
+                f"retention_days = {retention_days}",
+                "[security]",
+                f'secrets_key_file = "{root / "secrets.key"}"',
+                "[insights]",
+                "enabled = false",
+                *dbs,
+            ],
         )
-        self.key = self.cli("keys", "create", "--role", "read-only", "--name", "bench-api").strip()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def cli(self, *args: str) -> str:
-        cmd = [PY, "-m", "forwarder", *args, "--config", str(self.config)]
-        return subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=300).stdout
-
-    def start(self) -> float:
-        """Exec `forwarder run` and wait for /readyz 200; the seconds between."""
-        t0 = time.monotonic()
-        with open(self.root / "daemon.log", "ab") as out:
-            self.proc = subprocess.Popen(
-                [PY, "-m", "forwarder", "run", "--config", str(self.config), "--log-level", "warning"],
-                stdout=out,
-                stderr=out,
-            )
-        while time.monotonic() - t0 < 300:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"daemon exited: {(self.root / 'daemon.log').read_text()[-2000:]}")
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
-                conn.request("GET", "/readyz")
-                if conn.getresponse().status == 200:
-                    conn.close()
-                    return time.monotonic() - t0
-                conn.close()
-            except OSError:
-                pass
-            time.sleep(0.005)
-        raise TimeoutError("daemon not ready")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        self.key = self.create_key("read-only", "bench-api")
 
 
 # --- the measurements -------------------------------------------------------------------------

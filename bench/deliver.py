@@ -64,6 +64,9 @@ REPO = HERE.parent
 SHARED = Path(os.environ.get("SHARED_BENCH", str(REPO.parent / "shared" / "bench")))
 PEER_DIR = Path(os.environ.get("PEER_BENCH_DIR", "/tmp/peer-bench"))
 PREFIX = "%m [%p] %q%u@%d/%a "
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling modules, when run as a script
+from daemonrun import ForwarderProcess  # noqa: E402
+
 PY = sys.executable
 TICK = os.sysconf("SC_CLK_TCK")
 # The targets of the performance work, beside each row of the table.
@@ -239,79 +242,37 @@ class Receiver:
             self.proc.wait(10)
 
 
-class Daemon:
+class Daemon(ForwarderProcess):
     """`forwarder run` with a config of its own under `root`."""
 
     def __init__(self, root: Path, log_glob: str, poll: float, insights: bool) -> None:
-        self.root = root
-        root.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.config = root / "forwarder.toml"
-        self.config.write_text(
-            "\n".join(
-                [
-                    "[server]",
-                    'host = "127.0.0.1"',
-                    f"port = {self.port}",
-                    "[store]",
-                    f'path = "{root / "store.db"}"',
-                    "max_bytes = 8589934592  # 8 GiB: retention by size must not touch the backlog",
-                    "[security]",
-                    f'secrets_key_file = "{root / "secrets.key"}"',
-                    'allowed_destination_networks = ["127.0.0.0/8"]',
-                    "[insights]",
-                    f"enabled = {'true' if insights else 'false'}",
-                    "[[databases]]",
-                    'id = "bench"',
-                    'name = "bench"',
-                    "full_text = false  # full parsing and value removal",
-                    "[databases.log]",
-                    f'path = "{log_glob}"',
-                    f'line_prefix = "{PREFIX}"',
-                    f"poll_interval_seconds = {poll}",
-                    "",
-                ]
-            )
+        port = free_port()
+        super().__init__(
+            root,
+            port,
+            [
+                "[server]",
+                'host = "127.0.0.1"',
+                f"port = {port}",
+                "[store]",
+                f'path = "{root / "store.db"}"',
+                "max_bytes = 8589934592  # 8 GiB: retention by size must not touch the backlog",
+                "[security]",
+                f'secrets_key_file = "{root / "secrets.key"}"',
+                'allowed_destination_networks = ["127.0.0.0/8"]',
+                "[insights]",
+                f"enabled = {'true' if insights else 'false'}",
+                "[[databases]]",
+                'id = "bench"',
+                'name = "bench"',
+                "full_text = false  # full parsing and value removal",
+                "[databases.log]",
+                f'path = "{log_glob}"',
+                f'line_prefix = "{PREFIX}"',
+                f"poll_interval_seconds = {poll}",
+            ],
         )
-        self.key = self._cli("keys", "create", "--role", "read-write", "--name", "bench").strip()
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log_path = root / "daemon.log"
-
-    def _cli(self, *args: str) -> str:
-        return subprocess.run(
-            [PY, "-m", "forwarder", *args, "--config", str(self.config)],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=60,
-        ).stdout
-
-    def start(self) -> float:
-        """Start it and wait until /readyz answers; the seconds that took."""
-        t0 = time.monotonic()
-        with open(self.log_path, "ab") as out:
-            self.proc = subprocess.Popen(
-                [PY, "-m", "forwarder", "run", "--config", str(self.config), "--log-level", "warning"],
-                stdout=out,
-                stderr=out,
-            )
-        while time.monotonic() - t0 < 30:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"daemon exited: {self.log_path.read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(self.url + "/readyz", timeout=1) as r:
-                    if r.status == 200:
-                        return time.monotonic() - t0
-            except OSError:
-                pass
-            time.sleep(0.05)
-        raise TimeoutError("daemon not ready")
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
+        self.key = self.create_key("read-write", "bench")
 
     def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         req = urllib.request.Request(
@@ -322,15 +283,6 @@ class Daemon:
         )
         with urllib.request.urlopen(req, timeout=60) as r:
             return json.loads(r.read())
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
 
 
 def store_bytes(store: Path) -> int:

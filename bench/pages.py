@@ -45,6 +45,9 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 SHARED = Path(os.environ.get("SHARED_BENCH", str(REPO.parent / "shared" / "bench")))
 PREFIX = "%m [%p] %q%u@%d/%a "
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling modules, when run as a script
+from daemonrun import ForwarderProcess  # noqa: E402
+
 PY = sys.executable
 TARGET_MS = 300.0
 DATABASES = ("bench", "other")  # every fifth line is `other`'s
@@ -160,77 +163,35 @@ def cached_store(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
 # --- the daemon -------------------------------------------------------------------------------
 
 
-class Daemon:
+class Daemon(ForwarderProcess):
     """`forwarder run` on the filled store; the logs it follows do not exist, so nothing is added."""
 
     def __init__(self, root: Path, store: Path) -> None:
-        root.mkdir(parents=True, exist_ok=True)
         with socket_port() as port:
-            self.port = port
-        self.config = root / "forwarder.toml"
+            pass
         dbs = []
         for db_id in DATABASES:
             dbs += ["[[databases]]", f'id = "{db_id}"', f'name = "{db_id}"', "[databases.log]"]
             dbs += [f'path = "{root / "absent" / db_id}-*.log"', f'line_prefix = "{PREFIX}"']
-        self.config.write_text(
-            "\n".join(
-                [
-                    "[server]",
-                    'host = "127.0.0.1"',
-                    f"port = {self.port}",
-                    "[store]",
-                    f'path = "{store}"',
-                    "max_bytes = 17179869184",
-                    "retention_days = 36500  # the cached store's lines age between runs",
-                    "[security]",
-                    f'secrets_key_file = "{root / "secrets.key"}"',
-                    "[insights]",
-                    "enabled = false  # they would work through the million lines meanwhile",
-                    *dbs,
-                    "",
-                ]
-            )
+        super().__init__(
+            root,
+            port,
+            [
+                "[server]",
+                'host = "127.0.0.1"',
+                f"port = {port}",
+                "[store]",
+                f'path = "{store}"',
+                "max_bytes = 17179869184",
+                "retention_days = 36500  # the cached store's lines age between runs",
+                "[security]",
+                f'secrets_key_file = "{root / "secrets.key"}"',
+                "[insights]",
+                "enabled = false  # they would work through the million lines meanwhile",
+                *dbs,
+            ],
         )
-        self.key = self.cli("keys", "create", "--role", "read-only", "--name", "bench-pages").strip()
-        self.log_path = root / "daemon.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def cli(self, *args: str) -> str:
-        return subprocess.run(
-            [PY, "-m", "forwarder", *args, "--config", str(self.config)],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=120,
-        ).stdout
-
-    def start(self) -> None:
-        with open(self.log_path, "ab") as out:
-            self.proc = subprocess.Popen(
-                [PY, "-m", "forwarder", "run", "--config", str(self.config), "--log-level", "warning"],
-                stdout=out,
-                stderr=out,
-            )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"daemon exited: {self.log_path.read_text()[-2000:]}")
-            try:
-                if Client(self.port).get("/readyz")[0] == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.1)
-        raise TimeoutError("daemon not ready")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        self.key = self.create_key("read-only", "bench-pages")
 
 
 class socket_port:
