@@ -55,12 +55,8 @@ from forwarder.pglog import make_reader
 from forwarder.store.schema import SCHEMA_VERSION
 from forwarder.store.store import Store
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-SHARED = Path(os.environ.get("SHARED_BENCH", str(REPO.parent / "shared" / "bench")))
-PREFIX = "%m [%p] %q%u@%d/%a "
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling modules, when run as a script
-from daemonrun import ForwarderProcess  # noqa: E402
+from daemonrun import PREFIX, SHARED, ForwarderProcess
 
 PY = sys.executable
 DAY_US = 86_400_000_000

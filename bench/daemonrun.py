@@ -6,6 +6,7 @@ handling is this one piece.
 from __future__ import annotations
 
 import http.client
+import os
 import signal
 import subprocess
 import sys
@@ -13,6 +14,9 @@ import time
 from pathlib import Path
 
 PY = sys.executable
+REPO = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("SHARED_BENCH", str(REPO.parent / "shared" / "bench")))  # the shared bench kit
+PREFIX = "%m [%p] %q%u@%d/%a "  # the log_line_prefix of every benchmark's log
 
 
 class ForwarderProcess:

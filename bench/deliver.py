@@ -58,14 +58,11 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
 # The shared bench kit (generator, peer configs, counting receiver) is ../shared/bench from the
 # repository root; SHARED_BENCH names another copy.
-SHARED = Path(os.environ.get("SHARED_BENCH", str(REPO.parent / "shared" / "bench")))
 PEER_DIR = Path(os.environ.get("PEER_BENCH_DIR", "/tmp/peer-bench"))
-PREFIX = "%m [%p] %q%u@%d/%a "
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling modules, when run as a script
-from daemonrun import ForwarderProcess  # noqa: E402
+from daemonrun import PREFIX, SHARED, ForwarderProcess  # noqa: E402
 
 PY = sys.executable
 TICK = os.sysconf("SC_CLK_TCK")

@@ -41,12 +41,8 @@ from forwarder.store import lines as L
 from forwarder.store import schema
 from forwarder.store.store import open_sync
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-SHARED = Path(os.environ.get("SHARED_BENCH", str(REPO.parent / "shared" / "bench")))
-PREFIX = "%m [%p] %q%u@%d/%a "
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling modules, when run as a script
-from daemonrun import ForwarderProcess  # noqa: E402
+from daemonrun import PREFIX, REPO, SHARED, ForwarderProcess
 
 PY = sys.executable
 TARGET_MS = 300.0

@@ -364,10 +364,10 @@ async def _question(
         fast, deep = P.models_of(name, record.fast_model, record.deep_model)
         remaining = -1
         sealed = record.sealed_key
-        now_us = int(ask.clock.now() * 1_000_000)
 
         async def on_key_refused() -> None:
             log.warning("the provider refused an organization's own key; it is marked unusable", extra={"org": org})
+            now_us = int(ask.clock.now() * 1_000_000)  # when it was refused, not when the question came
             await ask.ctx.store.write(lambda c: A.mark_key_invalid(c, org, sealed, now_us))
 
     return Question(
@@ -477,9 +477,10 @@ async def suggestions(ask: AskService, database: str | None) -> list[Suggestion]
         findings.sort(key=lambda t: (t[0], -_ts(t[1])))
         for _, _, db_id, f in findings:
             out.append(Suggestion(f"{f.title}: why, and what should I do?", About("finding", f.id, db_id), db_id))
-    seen: set[str] = set()
-    unique = [s for s in out if not (s.question in seen or seen.add(s.question))]  # type: ignore[func-returns-value]
-    return unique[:MAX_SUGGESTIONS]
+    unique: dict[str, Suggestion] = {}
+    for suggestion in out:  # the first of each question, in order
+        unique.setdefault(suggestion.question, suggestion)
+    return list(unique.values())[:MAX_SUGGESTIONS]
 
 
 def _ts(value: object) -> float:
