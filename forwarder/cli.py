@@ -12,11 +12,12 @@ import os
 import re
 import sys
 from collections.abc import Sequence
+from typing import get_args
 
 import orjson
 
 from forwarder.client import printable
-from forwarder.config import Config, ConfigError, load_config
+from forwarder.config import Config, ConfigError, LogFormat, load_config
 
 EX_OK = 0
 EX_FAILED = 1
@@ -231,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_keys)
 
     p = sub.add_parser("parse", help="parse PostgreSQL log text from stdin, print one JSON line per entry")
-    p.add_argument("--format", default="stderr", choices=["stderr", "csvlog", "jsonlog"])
+    p.add_argument("--format", default="stderr", choices=get_args(LogFormat))
     p.add_argument("--prefix", default="%m [%p] ", help="log_line_prefix (stderr)")
     p.add_argument("--timezone", default="UTC", help="log_timezone, an IANA name")
     p.add_argument("--full-text", action="store_true", help="keep values (no redaction)")

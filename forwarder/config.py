@@ -15,7 +15,7 @@ import unicodedata
 import urllib.parse
 import zoneinfo
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import (
     AfterValidator,
@@ -30,8 +30,9 @@ from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from forwarder.insights.model import Severity
+from forwarder.pglog import Format
 
-LogFormat = Literal["stderr", "csvlog", "jsonlog"]
+LogFormat = Format  # one list of the formats: the readers' own
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
