@@ -104,6 +104,62 @@ _DROP: Final = frozenset({"c1", "c2"})
 _PARAM: Final = re.compile(r"(?<![\w$])\$(\d+)")
 
 
+# PostgreSQL's SQL keywords, reserved or not: `SELECT word FROM pg_get_keywords()` on PostgreSQL 15
+# (src/include/parser/kwlist.h), then those 16-18 added (SQL/JSON, MERGE, temporal and virtual
+# columns). Only the strict reduction of a statement that does not parse uses it (see
+# `_strict_scrub`): a keyword is the grammar's, any other bare word may be the user's.
+_KEYWORDS: Final = frozenset(
+    (  # noqa: SIM905  # ~480 words: a list literal would take one line each
+        "abort absolute access action add admin after aggregate all also alter always analyse "
+        "analyze and any array as asc asensitive assertion assignment asymmetric at atomic attach "
+        "attribute authorization backward before begin between bigint binary bit boolean both "
+        "breadth by cache call called cascade cascaded case cast catalog chain char character "
+        "characteristics check checkpoint class close cluster coalesce collate collation column "
+        "columns comment comments commit committed compression concurrently configuration conflict "
+        "connection constraint constraints content continue conversion copy cost create cross csv "
+        "cube current current_catalog current_date current_role current_schema current_time "
+        "current_timestamp current_user cursor cycle data database day deallocate dec decimal "
+        "declare default defaults deferrable deferred definer delete delimiter delimiters depends "
+        "depth desc detach dictionary disable discard distinct do document domain double drop each "
+        "else enable encoding encrypted end enum escape event except exclude excluding exclusive "
+        "execute exists explain expression extension external extract false family fetch filter "
+        "finalize first float following for force foreign forward freeze from full function "
+        "functions generated global grant granted greatest group grouping groups handler having "
+        "header hold hour identity if ilike immediate immutable implicit import in include "
+        "including increment index indexes inherit inherits initially inline inner inout input "
+        "insensitive insert instead int integer intersect interval into invoker is isnull "
+        "isolation join key label language large last lateral leading leakproof least left level "
+        "like limit listen load local localtime localtimestamp location lock locked logged mapping "
+        "match matched materialized maxvalue merge method minute minvalue mode month move name "
+        "names national natural nchar new next nfc nfd nfkc nfkd no none normalize normalized not "
+        "nothing notify notnull nowait null nullif nulls numeric object of off offset oids old on "
+        "only operator option options or order ordinality others out outer over overlaps overlay "
+        "overriding owned owner parallel parameter parser partial partition passing password "
+        "placing plans policy position preceding precision prepare prepared preserve primary prior "
+        "privileges procedural procedure procedures program publication quote range read real "
+        "reassign recheck recursive ref references referencing refresh reindex relative release "
+        "rename repeatable replace replica reset restart restrict return returning returns revoke "
+        "right role rollback rollup routine routines row rows rule savepoint schema schemas scroll "
+        "search second security select sequence sequences serializable server session session_user "
+        "set setof sets share show similar simple skip smallint snapshot some sql stable "
+        "standalone start statement statistics stdin stdout storage stored strict strip "
+        "subscription substring support symmetric sysid system table tables tablesample tablespace "
+        "temp template temporary text then ties time timestamp to trailing transaction transform "
+        "treat trigger trim true truncate trusted type types uescape unbounded uncommitted "
+        "unencrypted union unique unknown unlisten unlogged until update user using vacuum valid "
+        "validate validator value values varchar variadic varying verbose version view views "
+        "volatile when where whitespace window with within without work wrapper write xml "
+        "xmlattributes xmlconcat xmlelement xmlexists xmlforest xmlnamespaces xmlparse xmlpi "
+        "xmlroot xmlserialize xmltable year yes zone "
+        # PostgreSQL 16-18
+        "absent conditional empty error format json json_array json_arrayagg json_exists "
+        "json_object json_objectagg json_query json_scalar json_serialize json_table json_value "
+        "keep keys merge_action nested omit path period quotes scalar string system_user "
+        "unconditional virtual"
+    ).split()
+)
+
+
 class _Numberer:
     """re.sub callback: numbers literals, drops comments, keeps quoted identifiers."""
 
@@ -135,6 +191,70 @@ def scrub(sql: str) -> tuple[str, bool]:
     numberer = _Numberer(start)
     lexer = _LEX if _PREFIXED_STRING(sql) is not None else _LEX_FAST
     out = lexer.sub(numberer, sql)
+    if numberer.changed:
+        out = out.rstrip()
+    return out, numberer.changed
+
+
+# The lexer with bare words (`w`) too, for `_strict_scrub` only: a statement that does not parse
+# is rare, so its cost (every letter starts a candidate) does not matter.
+_LEX_STRICT: Final = re.compile(
+    _LEX.pattern.replace("[-/\"'$.0-9eEbBxXnNuU]", "[-/\"'$.0-9A-Za-z_\\x80-\\U0010ffff]", 1).replace(
+        "    )\n    ",
+        "    | (?<=[A-Za-z_\\x80-\\U0010ffff])(?P<w>[\\w$\\x80-\\U0010ffff]*)     # a bare word\n    )\n    ",
+        1,
+    ),
+    re.VERBOSE | re.DOTALL,
+)
+# A bare word that ends right before the error token, with only blanks between them.
+_WORD_BEFORE: Final = re.compile(r"(?<![\w$\x80-\U0010ffff])[A-Za-z_\x80-\U0010ffff][\w$\x80-\U0010ffff]*\s+\Z")
+
+
+class _StrictNumberer(_Numberer):
+    """`_Numberer` that also replaces, from `cut` on, every bare word that is not a keyword and
+    every quoted identifier."""
+
+    __slots__ = ("cut",)
+
+    def __init__(self, start: int, cut: int) -> None:
+        super().__init__(start)
+        self.cut = cut
+
+    def __call__(self, m: re.Match[str]) -> str:
+        group = m.lastgroup
+        if group == "w" or group == _KEEP:
+            word = m.group()
+            if m.start() < self.cut or (group == "w" and word.lower() in _KEYWORDS):
+                return word
+            self.changed = True
+            self.n += 1
+            return f"${self.n}"
+        return super().__call__(m)
+
+
+def _strict_scrub(sql: str, position: int) -> tuple[str, bool]:
+    """`scrub`, stricter, for a statement that does not parse: its words are as likely the user's.
+
+    `position` is where the parser stopped (1-based, in characters, as PostgreSQL's `at character
+    N`; 0 when unknown). A client that forgot to quote a value (`WHERE name = John Smith`) makes
+    the parser stop at or inside that value, so from the error token on, and for the bare words
+    right before it with only blanks between (`John`), every word that is not an SQL keyword and
+    every quoted identifier becomes `$n` too; before that the statement parsed, and its names
+    stay. With no position, that holds for the whole statement. Keywords, operators and
+    punctuation stay, so the statement keeps its shape for grouping.
+    """
+    cut = min(max(position - 1, 0), len(sql)) if position > 0 else 0
+    while cut > 0:
+        m = _WORD_BEFORE.search(sql, 0, cut)
+        if m is None or m.group().rstrip().lower() in _KEYWORDS:
+            break
+        cut = m.start()
+    start = 0
+    if "$" in sql:
+        for p in _PARAM.findall(sql):
+            start = max(start, int(p))
+    numberer = _StrictNumberer(start, cut)
+    out = _LEX_STRICT.sub(numberer, sql)
     if numberer.changed:
         out = out.rstrip()
     return out, numberer.changed
@@ -205,8 +325,10 @@ def _normalize_statement(sql: str, with_fingerprint: bool) -> tuple[str, bool, s
     else:
         try:
             parsed = _PG_NORMALIZE(sql)
-        except _PG_ERRORS:
-            parsed = None
+        except _PG_ERRORS as e:
+            # PGQueryError.position: where the parser stopped (1-based characters, 0 if unknown).
+            text, changed = _strict_scrub(sql, getattr(e, "position", 0) or 0)
+            return text, changed, fingerprint(text) if with_fingerprint else ""
     if parsed is None:
         text, changed = scrub(sql)
         return text, changed, fingerprint(text) if with_fingerprint else ""

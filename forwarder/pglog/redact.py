@@ -33,10 +33,11 @@ Placeholders (`%%` is a literal percent sign):
     %c  a setting's value, kept when it is a number with its unit (250ms, 4GB) or one lowercase
         word (on, replica, debug1); anything else (a connection string, a path, a key) has a
         template with %v after it
-    %k  a token of `syntax error at or near "..."`, kept when it is a keyword, identifier or
-        operator (a later template with %v takes literals)
     %v  a value: replaced by TOKEN (within its line)
-    %q  SQL: normalized like a statement (literals -> $n), may span lines
+    %q  SQL: normalized like a statement (literals -> $n), may span lines; a statement that
+        does not parse is reduced strictly (normalize.py: its bare words may be data)
+    %e  a PL/pgSQL expression or assignment (`x := 5 / 0`), may span lines: its literals -> $n
+        by the lexer alone; it never parses as a statement, and its words are the function's code
     %Q  SQL to the end of the field (or to the next `Process N: ` line of a deadlock report)
     %p  a bind parameter list `$1 = '...', $2 = NULL`: each quoted value replaced (within its line)
 
@@ -51,7 +52,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from forwarder.pglog.normalize import normalize
+from forwarder.pglog.normalize import normalize, scrub
 
 TOKEN: Final = "..."  # noqa: S105  # the replacement token, not a password
 
@@ -59,6 +60,7 @@ _KEEP: Final = 0
 _VALUE: Final = 1
 _SQL: Final = 2
 _PARAMS: Final = 3
+_EXPR: Final = 4
 
 # Kept placeholders are bounded: a line that does not match must fail fast, not backtrack through
 # every way to split a long line (a value such as ")=()=(" repeated would otherwise make a
@@ -71,9 +73,9 @@ _PLACEHOLDERS: Final[dict[str, tuple[str, int]]] = {
     "f": (r"[\w$.\"]{1,200}\([^()'\n]{0,500}\)", _KEEP),
     "s": (r"[^'\"\n]{0,300}?", _KEEP),
     "c": (r"-?\d{1,20}(?:\.\d{1,20})?(?:[a-zA-Z]{1,3})?|[a-z][a-z0-9_]{0,31}", _KEEP),
-    "k": (r"[A-Za-z_\x80-\U0010ffff][\w$\x80-\U0010ffff]{0,100}|[^\w\s'\"$]{1,3}", _KEEP),
     "v": (r"[^\n]*?", _VALUE),
     "q": (r".*?", _SQL),
+    "e": (r".*?", _EXPR),
     "Q": (r".*?(?=\nProcess \d{1,10}: |\Z)", _SQL),
     "p": (r"[^\n]*?", _PARAMS),
 }
@@ -259,7 +261,6 @@ _TEMPLATES: Final[tuple[str, ...]] = (
     "cannot drop %s because %s requires it",
     "Use DROP ... CASCADE to drop the dependent objects too.",
     # -- syntax and analysis: parser/scan.l, parser/gram.y, parser/parse_*.c
-    'syntax error at or near "%k"',
     'syntax error at or near "%v"',
     "syntax error at end of input",
     'unterminated quoted string at or near "%v"',
@@ -328,10 +329,68 @@ _TEMPLATES: Final[tuple[str, ...]] = (
     'date/time field value out of range: "%v"',
     'date out of range: "%v"',
     'time zone "%i" not recognized',
-    'invalid value "%v" for "%i"',
+    # to_date/to_timestamp/to_char/to_number and the jsonpath .datetime() method:
+    # utils/adt/formatting.c (PG13-18). Both quoted parts are the user's: the first is a piece of
+    # the input string, the second a field of the format string the query passed (its name comes
+    # from PostgreSQL's keyword table, but which one and where is the query's choice, and a later
+    # version may echo more of the template), so every quoted part of these messages goes.
+    'invalid value "%v" for "%v"',
+    'source string too short for "%v" formatting field',
+    'value for "%v" in source string is out of range',
+    'conflicting values for "%v" field in formatting string',
+    'formatting field "%v" is only supported in to_char',
+    'invalid input string for "%v"',
+    '"%v" is not a number',
+    'invalid datetime format separator: "%v"',
+    'unmatched format separator "%v"',
+    'unmatched format character "%v"',
+    'hour "%v" is invalid for the 12-hour clock',
+    "Use the 24-hour clock, or give an hour between 1 and 12.",
+    "invalid combination of date conventions",
+    "Do not mix Gregorian and ISO week date conventions in a formatting template.",
+    "This value contradicts a previous setting for the same field type.",
+    "The given value did not match any of the allowed values for this field.",
+    "Time zone abbreviation is not recognized.",
     "Value must be an integer.",
+    "Value must be in the range %n to %n.",
     "Value must be in the range %s.",
     "Field requires %n characters, but only %n remain.",
+    "Field requires %n characters, but only %n could be parsed.",
+    'If your source string is not fixed-width, try using the "FM" modifier.',
+    "cannot calculate day of year without year information",
+    "input string is too short for datetime format",
+    "trailing characters remain in input string after datetime format",
+    "invalid format specification for an interval value",
+    "Intervals are not tied to specific calendar dates.",
+    "localized string format value too long",
+    "datetime format is zoned but not timed",
+    "datetime format is not dated and not timed",
+    "missing time zone in input string for type %t",
+    'datetime format is not recognized: "%v"',
+    "Use a datetime template argument to specify the input data format.",
+    "invalid Roman numeral",
+    "multiple decimal points",
+    '"EEEE" must be the last pattern used',
+    '"9" must be ahead of "PR"',
+    '"0" must be ahead of "PR"',
+    'cannot use "V" and decimal point together',
+    'cannot use "S" twice',
+    'cannot use "S" and "PL"/"MI"/"SG"/"PR" together',
+    'cannot use "S" and "MI" together',
+    'cannot use "S" and "PL" together',
+    'cannot use "S" and "SG" together',
+    'cannot use "PR" and "S"/"PL"/"MI"/"SG" together',
+    'cannot use "RN" twice',
+    'cannot use "EEEE" twice',
+    '"EEEE" is incompatible with other formats',
+    '"EEEE" may only be used together with digit and decimal point patterns.',
+    '"RN" is incompatible with other formats',
+    '"RN" may only be used together with "FM".',
+    "could not determine which collation to use for %f function",
+    "Use the COLLATE clause to set the collation explicitly.",
+    "timestamptz out of range",
+    "timetz out of range",
+    "time out of range",
     'Perhaps you need a different "datestyle" setting.',
     "value too long for type %t",
     "value overflows numeric format",
@@ -584,9 +643,9 @@ _TEMPLATES: Final[tuple[str, ...]] = (
     "PL/pgSQL function %s",
     'compilation of PL/pgSQL function "%i" near line %n',
     'SQL statement "%q"',
-    'SQL expression "%q"',
-    'PL/pgSQL expression "%q"',
-    'PL/pgSQL assignment "%q"',
+    'SQL expression "%e"',
+    'PL/pgSQL expression "%e"',
+    'PL/pgSQL assignment "%e"',
     'SQL function "%i" statement %n',
     'SQL function "%i" during startup',
     'SQL function "%i" during inlining',
@@ -610,7 +669,6 @@ _TEMPLATES: Final[tuple[str, ...]] = (
     'while checking uniqueness of tuple (%s) in relation "%i"',
     'while checking exclusion constraint on tuple (%s) in relation "%i"',
     'while rechecking updated tuple (%s) in relation "%i"',
-    'while inserting index tuple (%s) in relation "%i"',
     'while scanning block %n of relation "%i"',
     'while scanning block %n offset %n of relation "%i"',
     'while scanning relation "%i"',
@@ -887,7 +945,12 @@ def _redact(text: str) -> tuple[str, bool]:
                         pieces.append(TOKEN)
                         changed = changed or value != TOKEN
                     else:
-                        repl, replaced = normalize(value) if action == _SQL else _params(value)
+                        if action == _SQL:
+                            repl, replaced = normalize(value)
+                        elif action == _EXPR:
+                            repl, replaced = scrub(value)
+                        else:
+                            repl, replaced = _params(value)
                         pieces.append(repl)
                         changed = changed or replaced
                     last = stop

@@ -153,9 +153,10 @@ CASES = [
         statement="UPDATE t SET n = $1, f = $2 WHERE id = $3",
     ),
     case(
-        entry("LOG:  duration: 1.0 ms  statement: SELEC 'S3CR' FROM t"),  # a syntax error: the scrubber
+        # a syntax error at SELEC: the strict scrubber (no word from the error on is kept)
+        entry("LOG:  duration: 1.0 ms  statement: SELEC 'S3CR' FROM t"),
         "slow_query",
-        statement="SELEC $1 FROM t",
+        statement="$1 $2 FROM $3",
     ),
     case(
         entry(  # auto_explain, text format: the plan holds the query text and filter values
@@ -925,8 +926,8 @@ CASES = [
     case(
         entry('ERROR:  syntax error at or near "FORM" at character 10', "STATEMENT:  SELECT * FORM t WHERE a = 'S3CR'"),
         "error",
-        message='syntax error at or near "FORM" at character 10',
-        statement="SELECT * FORM t WHERE a = $1",
+        message='syntax error at or near "..." at character 10',
+        statement="SELECT * $1 $2 WHERE $3 = $4",
     ),
     case(
         entry(

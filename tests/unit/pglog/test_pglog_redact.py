@@ -52,7 +52,7 @@ LEFTOVER_CASES = [
     ("SELECT * FROM t ORDER BY 2", "SELECT * FROM t ORDER BY 2"),  # a position, kept by libpg_query
     ("SELECT x::numeric(10,2) FROM t WHERE a = 5", "SELECT x::numeric(10,2) FROM t WHERE a = $1"),
     ("SELECT -5, N'x'", "SELECT $1, N$2"),
-    ("SELEC 'typo'", "SELEC $1"),  # a syntax error: the scrubber
+    ("SELEC 'typo'", "$1 $2"),  # a syntax error at SELEC: the strict scrubber (SELEC is no keyword)
     ("SELECT * FROM t WHERE a = 'cut by the cap", "SELECT * FROM t WHERE a = $1"),
     ("SELECT 'a\x00secret'", "SELECT $1"),  # a NUL: the scrubber, never C
     ("SELECT '\ud800'", "SELECT $1"),  # a lone surrogate (JSON can carry one): the scrubber
@@ -62,6 +62,38 @@ LEFTOVER_CASES = [
 @pytest.mark.parametrize(("sql", "expected"), LEFTOVER_CASES)
 def test_normalize_leaves_no_literal(sql: str, expected: str) -> None:
     assert normalize(sql)[0] == expected
+
+
+# A statement that libpg_query refuses: from the error token on (and the bare words right before
+# it), every word that is not an SQL keyword and every quoted identifier goes too; what the parser
+# had accepted before it keeps its names. With no position (a lone surrogate), the whole statement.
+UNPARSEABLE_CASES = [
+    # the client forgot to quote a value: the parser stops at "Smith", "John" is right before it
+    ("SELECT * FROM t WHERE name = John Smith", "SELECT * FROM t WHERE name = $1 $2"),
+    ("INSERT INTO people VALUES (7, Mary Ann Smith)", "INSERT INTO people VALUES ($1, $2 $3 $4)"),
+    (
+        "UPDATE users SET note = Hello World WHERE id = 5",
+        "UPDATE users SET note = $1 $2 WHERE $3 = $4",  # keywords stay, later names go
+    ),
+    ('SELECT "a" FROM t WHERE n = Bob Jones AND "b" = 1', 'SELECT "a" FROM t WHERE n = $1 $2 AND $3 = $4'),
+    ("SELECT * FORM t WHERE a = 'x'", "SELECT * $1 $2 WHERE $3 = $4"),  # a typo: the error is at FORM
+    ("SELECT $1, x FROM t WHERE q = Bob Jones ,", "SELECT $1, x FROM t WHERE q = $2 $3 ,"),  # after $1
+    ("SELECT * FROM t WHERE a = 'cut by the cap", "SELECT * FROM t WHERE a = $1"),  # names before stay
+    ("SELECT a FROM t WHERE x IN (1, 2", "SELECT a FROM t WHERE x IN ($1, $2"),  # error at the end
+    ("SELECT '\ud800' FROM users WHERE x = y", "SELECT $1 FROM $2 WHERE $3 = $4"),  # no position
+    ("SELECT Émile FROM t WHERE Ωmega = Zoë Ça", "SELECT Émile FROM t WHERE Ωmega = $1 $2"),
+]
+
+
+@pytest.mark.parametrize(("sql", "expected"), UNPARSEABLE_CASES)
+def test_statement_that_does_not_parse_is_reduced_strictly(sql: str, expected: str) -> None:
+    out, changed, fp = normalize_statement(sql)
+    assert (out, changed, fp) == (expected, True, fingerprint(expected))
+
+
+def test_statement_that_parses_keeps_its_names() -> None:
+    # The same words in a statement that parses are names: normalization alone.
+    assert normalize("SELECT * FROM t WHERE name = John") == ("SELECT * FROM t WHERE name = John", False)
 
 
 def test_fingerprint_ignores_values_and_in_list_lengths() -> None:
@@ -103,10 +135,19 @@ REDACT_CASES = [
     ('malformed array literal: "{1,2"', 'malformed array literal: "..."'),
     ('value "99999999999" is out of range for type integer', 'value "..." is out of range for type integer'),
     ('date/time field value out of range: "2026-13-45"', 'date/time field value out of range: "..."'),
-    ('invalid value "xx" for "MM"', 'invalid value "..." for "MM"'),
+    ('invalid value "xx" for "MM"', 'invalid value "..." for "..."'),
     ('Token "secret" is invalid.', 'Token "..." is invalid.'),
     ("syntax error at or near \"'secret'\" at character 12", 'syntax error at or near "..." at character 12'),
-    ('syntax error at or near "FORM" at character 12', 'syntax error at or near "FORM" at character 12'),
+    ('syntax error at or near "FORM" at character 12', 'syntax error at or near "..." at character 12'),
+    ('syntax error at or near "Smith" at character 35', 'syntax error at or near "..." at character 35'),
+    # dynamic SQL (EXECUTE) that does not parse is reduced strictly; a PL/pgSQL expression or
+    # assignment is a fragment of the function's code (never a statement): literals only
+    (
+        'SQL statement "SELECT * FROM t WHERE n = John Smith"',
+        'SQL statement "SELECT * FROM t WHERE n = $1 $2"',
+    ),
+    ('PL/pgSQL assignment "total := price * 1.2"', 'PL/pgSQL assignment "total := price * $1"'),
+    ("SQL expression \"status = 'paid'\"", 'SQL expression "status = $1"'),
     (
         'relation "orders_archive" does not exist at character 15',
         'relation "orders_archive" does not exist at character 15',
@@ -168,6 +209,56 @@ REDACT_CASES = [
         "process 7 still waiting for ExclusiveLock on advisory lock [...] after 1000.1 ms",
     ),
 ]
+
+
+# The messages of to_date/to_timestamp/to_char/to_number (and jsonpath's .datetime()), as
+# src/backend/utils/adt/formatting.c writes them (PostgreSQL 13-18), with the values a query gives:
+# every quoted part is the user's (the input string, or a field of the format string).
+FORMATTING_CASES = [
+    ('invalid value "2024-13-45" for "YYYY"', 'invalid value "..." for "..."'),
+    ('invalid value "secret" for "Month"', 'invalid value "..." for "..."'),
+    ('source string too short for "DD" formatting field', 'source string too short for "..." formatting field'),
+    ('value for "MM" in source string is out of range', 'value for "..." in source string is out of range'),
+    (
+        'conflicting values for "Mon" field in formatting string',
+        'conflicting values for "..." field in formatting string',
+    ),
+    ('formatting field "TZH" is only supported in to_char', 'formatting field "..." is only supported in to_char'),
+    ('invalid input string for "Y,YYY"', 'invalid input string for "..."'),
+    ('"12x" is not a number', '"..." is not a number'),
+    ('invalid datetime format separator: "@"', 'invalid datetime format separator: "..."'),
+    ('unmatched format separator "/"', 'unmatched format separator "..."'),
+    ('unmatched format character "Q"', 'unmatched format character "..."'),
+    ('hour "13" is invalid for the 12-hour clock', 'hour "..." is invalid for the 12-hour clock'),
+    ('datetime format is not recognized: "2024/x"', 'datetime format is not recognized: "..."'),
+    # DETAIL and HINT lines, and the messages without a value: kept as they are
+    ("Value must be in the range 1 to 12.", None),
+    ("Value must be in the range -2147483648 to 2147483647.", None),
+    ("Field requires 2 characters, but only 1 remain.", None),
+    ("Field requires 4 characters, but only 2 could be parsed.", None),
+    ('If your source string is not fixed-width, try using the "FM" modifier.', None),
+    ("The given value did not match any of the allowed values for this field.", None),
+    ("This value contradicts a previous setting for the same field type.", None),
+    ("Value must be an integer.", None),
+    ("Time zone abbreviation is not recognized.", None),
+    ("Use the 24-hour clock, or give an hour between 1 and 12.", None),
+    ("invalid combination of date conventions", None),
+    ("Do not mix Gregorian and ISO week date conventions in a formatting template.", None),
+    ("cannot calculate day of year without year information", None),
+    ("input string is too short for datetime format", None),
+    ("trailing characters remain in input string after datetime format", None),
+    ("invalid format specification for an interval value", None),
+    ("Intervals are not tied to specific calendar dates.", None),
+    ("missing time zone in input string for type timestamptz", None),
+    ('cannot use "S" and "PL"/"MI"/"SG"/"PR" together', None),
+    ('"EEEE" may only be used together with digit and decimal point patterns.', None),
+    ("could not determine which collation to use for lower() function", None),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), FORMATTING_CASES)
+def test_formatting_messages(text: str, expected: str | None) -> None:
+    assert redact_text(text) == ((expected, True) if expected is not None else (text, False))
 
 
 @pytest.mark.parametrize(("text", "expected"), REDACT_CASES)
@@ -282,6 +373,11 @@ SECRET_LOG = f"""\
 {T0} [1] a@b/c WARNING:  user message with '{SECRET}' quoted
 {T0} [1] a@b/c ERROR:  COPY failed
 {T0} [1] a@b/c CONTEXT:  COPY t, line 2, column c: "{SECRET}"
+{T0} [1] a@b/c ERROR:  invalid value "{SECRET}" for "Month"
+{T0} [1] a@b/c DETAIL:  The given value did not match any of the allowed values for this field.
+{T0} [1] a@b/c STATEMENT:  SELECT to_timestamp('{SECRET}', 'FMMonth')
+{T0} [1] a@b/c ERROR:  syntax error at or near "{SECRET}" at character 32
+{T0} [1] a@b/c STATEMENT:  SELECT * FROM t WHERE name = Bob {SECRET}
 {T0} [1] a@b/c FATAL:  password authentication failed for user "bob"
 {T0} [1] a@b/c DETAIL:  Connection matched pg_hba.conf line 95: "host all {SECRET} 0.0.0.0/0 md5"
 """
@@ -289,7 +385,7 @@ SECRET_LOG = f"""\
 
 def test_no_secret_survives_in_any_field() -> None:
     lines = parse_text(SECRET_LOG)
-    assert len(lines) == 14
+    assert len(lines) == 16
     for line in lines:
         assert SECRET not in json.dumps(spec_fields(line)), line
         assert line.redacted, line
