@@ -108,7 +108,7 @@ _PARAM: Final = re.compile(r"(?<![\w$])\$(\d+)")
 # (src/include/parser/kwlist.h), then those 16-18 added (SQL/JSON, MERGE, temporal and virtual
 # columns). Only the strict reduction of a statement that does not parse uses it (see
 # `_strict_scrub`): a keyword is the grammar's, any other bare word may be the user's.
-_KEYWORDS: Final = frozenset(
+SQL_KEYWORDS: Final = frozenset(
     (  # noqa: SIM905  # ~480 words: a list literal would take one line each
         "abort absolute access action add admin after aggregate all also alter always analyse "
         "analyze and any array as asc asensitive assertion assignment asymmetric at atomic attach "
@@ -224,7 +224,7 @@ class _StrictNumberer(_Numberer):
         group = m.lastgroup
         if group == "w" or group == _KEEP:
             word = m.group()
-            if m.start() < self.cut or (group == "w" and word.lower() in _KEYWORDS):
+            if m.start() < self.cut or (group == "w" and word.lower() in SQL_KEYWORDS):
                 return word
             self.changed = True
             self.n += 1
@@ -246,7 +246,7 @@ def _strict_scrub(sql: str, position: int) -> tuple[str, bool]:
     cut = min(max(position - 1, 0), len(sql)) if position > 0 else 0
     while cut > 0:
         m = _WORD_BEFORE.search(sql, 0, cut)
-        if m is None or m.group().rstrip().lower() in _KEYWORDS:
+        if m is None or m.group().rstrip().lower() in SQL_KEYWORDS:
             break
         cut = m.start()
     start = 0
