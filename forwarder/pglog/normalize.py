@@ -13,9 +13,12 @@ are the entry points; nothing else in the daemon touches libpg_query.
    `PREPARE p AS SELECT 1`): when its output still holds a quote, a comment, a dollar quote or a
    bare number, the scrubber runs over that output. A statement that does not parse (cut by
    `track_activity_query_size` or the 1 MiB entry cap, a syntax error, a grammar newer than pgparse
-   1.x's PostgreSQL 17 parser) goes to the scrubber alone; so does one libpg_query must not be
-   given (longer than 8 KiB, a NUL byte, many comment openers: see `_MAX_PARSE`). Either way no
-   literal survives: a statement is never emitted raw.
+   1.x's PostgreSQL 17 parser) goes to a stricter scrubber (`_strict_scrub`): from where the
+   parser stopped on, its bare words that are not SQL keywords go too, since a value the client
+   forgot to quote (`WHERE name = John Smith`) is what makes such a statement fail. One
+   libpg_query must not be given (longer than 8 KiB, a NUL byte, many comment openers: see
+   `_MAX_PARSE`) is not known to be wrong and goes to the plain scrubber. Either way no literal
+   survives: a statement is never emitted raw.
 
 What the scrubber does, token by token (PostgreSQL's lexer rules, src/backend/parser/scan.l):
 
