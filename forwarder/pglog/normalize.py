@@ -201,11 +201,18 @@ def scrub(sql: str) -> tuple[str, bool]:
 
 # The lexer with bare words (`w`) too, for `_strict_scrub` only: a statement that does not parse
 # is rare, so its cost (every letter starts a candidate) does not matter.
+def _replaced(text: str, old: str, new: str) -> str:
+    """`text` with its one `old` replaced; raises when `old` is not there (the lexer changed)."""
+    if text.count(old) != 1:
+        raise AssertionError(f"expected {old!r} once in the lexer's pattern")
+    return text.replace(old, new)
+
+
 _LEX_STRICT: Final = re.compile(
-    _LEX.pattern.replace("[-/\"'$.0-9eEbBxXnNuU]", "[-/\"'$.0-9A-Za-z_\\x80-\\U0010ffff]", 1).replace(
+    _replaced(
+        _replaced(_LEX.pattern, "[-/\"'$.0-9eEbBxXnNuU]", "[-/\"'$.0-9A-Za-z_\\x80-\\U0010ffff]"),
         "    )\n    ",
         "    | (?<=[A-Za-z_\\x80-\\U0010ffff])(?P<w>[\\w$\\x80-\\U0010ffff]*)     # a bare word\n    )\n    ",
-        1,
     ),
     re.VERBOSE | re.DOTALL,
 )
