@@ -20,10 +20,12 @@ may be longer than the width):
   become None; so does SQLSTATE `00000`.
 - `client`: the host part of `%r` (or `%h`), without the port. A Unix-socket client is
   `[local]`, PostgreSQL's own spelling: it cannot be mistaken for a host named `local`.
-- Time: the first of `%m`, `%n`, `%t` that the prefix has (most precise first) gives `time_us`,
-  converted to UTC with `log.timezone` (see `times.py`). A prefix without any time escape gets
-  the wall-clock time at which the line was read (`time.time()`, the only place the reader looks
-  at a clock; `now` passed to `feed` is monotonic and only measures idleness).
+- Time: the most precise of `%m`, `%n`, `%t` that the prefix has gives `time_us`, converted to
+  UTC with `log.timezone` (see `times.py`); `%s` (session start) never does. An entry without a
+  readable time of its own (a prefix without a time escape, a time after `%q` on a background
+  process's line, a line not in the format) gets the wall-clock time at which it was read
+  (`time.time()`, the only place the reader looks at a clock; `now` passed to `feed` is monotonic
+  and only measures idleness), and is counted in `read_time_entries`.
 - Unknown escapes produce nothing, as in PostgreSQL. The config refuses them all the same
   (`unknown_escapes`): PostgreSQL has no such escape, so one in the configured prefix is a typo,
   and the prefix would then not be the server's.
@@ -265,7 +267,7 @@ class StderrReader(LineReader):
         p = self.pattern = compile_prefix(line_prefix)
         self._match = p.regex.match
         self._fast_match = p.fast_regex.match if p.fast_regex is not None else p.regex.match
-        self._times = TimeParser(timezone)
+        self._times = self.time_parser = TimeParser(timezone)
         # The pattern's group indexes, copied to plain attributes and a tuple of (group, Entry
         # field) once: `_prefixed` runs for every line, and each lookup through the frozen
         # PrefixPattern costs as much as the work itself.
@@ -333,6 +335,7 @@ class StderrReader(LineReader):
         if not text:
             return  # an empty line with nothing to continue carries nothing (see entry.py)
         # Text with no entry to continue: its own entry (see entry.py), never dropped.
+        self.read_time_entries += 1
         orphan = Entry(_wall_time_us(), "LOG", text, nbytes)
         orphan.orphan = True
         orphan.truncated = cut
@@ -344,7 +347,10 @@ class StderrReader(LineReader):
             value = g[self._time_i]
             if value is not None:
                 time_us = parse_epoch(value) if self._epoch_time else self._times.parse(value)
-        entry = Entry(time_us if time_us is not None else _wall_time_us(), severity, message, nbytes)
+        if time_us is None:
+            self.read_time_entries += 1
+            time_us = _wall_time_us()
+        entry = Entry(time_us, severity, message, nbytes)
         # Entry's fields default to None: only known values are set ("[unknown]" and "" stay None).
         if self._user_i >= 0:
             v = g[self._user_i]
