@@ -1,9 +1,10 @@
 """The stderr log format: `log_line_prefix` compiled to one regex, and the reader built on it.
 
-A line of the stderr format is `<prefix><SEVERITY>:  <text>` (elog.c, send_message_to_server_log),
-with `<SQLSTATE>: ` after the two spaces when `log_error_verbosity = verbose`. Newlines inside a
-message are written as a newline plus TAB (elog.c append_with_tabs), so TAB-led lines continue
-the field above them.
+A line of the stderr format is `<prefix><SEVERITY>:  <text>` (elog.c, send_message_to_server_log;
+one space after the colon is read too), with `<SQLSTATE>: ` after the spaces when
+`log_error_verbosity = verbose`. Newlines inside a message are written as a newline plus TAB
+(elog.c append_with_tabs), so TAB-led lines continue the field above them. Severities DEBUG1 to
+DEBUG5 are written as `DEBUG` (elog.c error_severity); a spelled-out `DEBUG3` is read too.
 
 Prefix escapes (elog.c log_line_prefix / log_status_format), all supported, each with the
 optional padding width PostgreSQL allows (`%-10u` pads on the right, `%10p` on the left, values
@@ -83,7 +84,9 @@ _SECONDARY: Final[dict[str, str]] = {
 }
 _SEVERITY: Final = (
     r"(DEBUG[1-5]?|LOG|INFO|NOTICE|WARNING|ERROR|FATAL|PANIC|DETAIL|HINT|QUERY|CONTEXT|LOCATION|STATEMENT)"
-    r":  (?:([0-9A-Z]{5}): )?"
+    # PostgreSQL writes two spaces after the colon; tools that pass lines on (and some providers)
+    # squeeze them to one: both are read, and neither space is part of the message.
+    r":  ?(?:([0-9A-Z]{5}): )?"
 )
 
 
@@ -313,8 +316,11 @@ class StderrReader(LineReader):
                     and not pending.orphan
                     and (self._pid_i < 0 or _int_or_none(g[self._pid_i]) == pending.pid)
                 ):
-                    # text after "LABEL:  ": a secondary line has no verbose SQLSTATE of its own
-                    pending.open_field(field, text[m.end(sev_i + 1) + 3 :], nbytes, MAX_ENTRY_BYTES)
+                    # text after "LABEL:  " (or "LABEL: "): a secondary line has no verbose SQLSTATE
+                    after = m.end(sev_i + 1) + 2
+                    if text[after : after + 1] == " ":
+                        after += 1
+                    pending.open_field(field, text[after:], nbytes, MAX_ENTRY_BYTES)
                     if cut:
                         pending.truncated = True
                     return
