@@ -29,5 +29,7 @@ async def test_the_overview_names_the_logs_zone_and_the_setting_to_change(ui: Ui
     await eventually(lambda: follower.status.state == "reading", "the entry was stored")
     _, lines = await get(ui.api, "/v1/databases/main/logs")
     assert [line["time"] for line in lines["lines"]] == ["2027-01-15T09:00:00.000Z"]
-    status, html = await (await ui.browser("read-only")).get("/ui/databases/main")
-    assert status == 200 and "the log&#39;s times are in CET, but log.timezone is UTC" in html
+    browser = await ui.browser("read-only")
+    for page in ("/ui/databases/main", "/ui/databases"):
+        status, html = await browser.get(page)
+        assert status == 200 and "the log&#39;s times are in CET, but log.timezone is UTC" in html, page
