@@ -59,6 +59,14 @@ INGEST_TRUNCATED: Final = Counter(
     ("database_id",),
     registry=REGISTRY,
 )
+INGEST_TIME_FALLBACKS: Final = Counter(
+    "forwarder_ingest_time_fallbacks",
+    "Log times not read as configured: zone_mismatch (the time's zone abbreviation is not one"
+    " log.timezone uses: read with PostgreSQL's default abbreviations), read_time (no readable time:"
+    " stamped with the time of reading).",
+    ("database_id", "reason"),
+    registry=REGISTRY,
+)
 SOURCE_UP: Final = Gauge(
     "forwarder_ingest_source_up",
     "1 while the database's log is readable, 0 when it is missing, unreadable or reading failed.",
@@ -246,7 +254,7 @@ def forget_database(database_id: str) -> None:
     for metric in (INGEST_BYTES, INGEST_PARSE_FAILURES, INGEST_TRUNCATED, SOURCE_UP, LAST_READ):
         with contextlib.suppress(KeyError):
             metric.remove(database_id)
-    for labelled in (INGEST_LINES, FINDINGS_OPEN):
+    for labelled in (INGEST_LINES, INGEST_TIME_FALLBACKS, FINDINGS_OPEN):
         for labels in list(labelled._metrics):
             if labels[0] == database_id:
                 labelled.remove(*labels)

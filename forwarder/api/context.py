@@ -10,6 +10,7 @@ from aiohttp import web
 from forwarder.clock import Clock
 from forwarder.config import Config, DatabaseConfig
 from forwarder.insights.engine import Insights
+from forwarder.pglog import TimeCounts
 from forwarder.store import DatabaseSettings, Identity, Store
 from forwarder.store.destinations import DeliveryState, Destination
 from forwarder.usecases.destinations import Delivery
@@ -28,6 +29,10 @@ class SourceView(Protocol):
     def file(self) -> str | None: ...
     @property
     def reason(self) -> str | None: ...
+    @property
+    def times(self) -> TimeCounts: ...
+    @property
+    def time_note(self) -> str | None: ...
 
 
 class DatabaseView(Protocol):

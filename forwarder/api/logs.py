@@ -345,6 +345,23 @@ class SourceStatus(BaseModel):
     state: SourceState
     file: str | None = Field(description="The file being read.")
     reason: str | None = Field(description="Why the log cannot be read, in words.")
+    time_note: str | None = Field(
+        description="Why some of the log's times may not be what the server meant, in words (a time zone"
+        " that is not the configured one, entries without a readable time); null when all times were read."
+    )
+    zone_mismatch_lines: int = Field(
+        ge=0,
+        description="Lines of the file being read whose time zone abbreviation the configured `timezone` does"
+        " not use; they are read with PostgreSQL's default meaning of the abbreviation.",
+    )
+    log_zone: str | None = Field(
+        description="The last such abbreviation (for example `EST`): the server's log_timezone shows it."
+    )
+    read_time_lines: int = Field(
+        ge=0,
+        description="Entries of the file being read without a readable time of their own, which carry the"
+        " time they were read instead.",
+    )
 
 
 Counts = Annotated[
@@ -486,6 +503,10 @@ async def overview_of(ctx: ApiContext, db: DatabaseView) -> LogOverview:
             state=source.state,
             file=source.file,
             reason=source.reason,
+            time_note=source.time_note,
+            zone_mismatch_lines=source.times.zone_mismatches,
+            log_zone=source.times.foreign_zone,
+            read_time_lines=source.times.read_time,
         ),
         counts_24h=numbers.counts,
         retention=Retention(

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator
 from typing import Literal, Protocol
 
 from forwarder.model import LogLine
+from forwarder.pglog.times import TimeCounts
 
 IDLE_FLUSH_SECONDS = 1.0
 MAX_ENTRY_BYTES = 1 << 20
@@ -34,8 +35,10 @@ __all__ = [
     "WHOLE_WRITE_BYTES",
     "EntryReader",
     "Format",
+    "TimeCounts",
     "make_reader",
     "parse_stream",
+    "time_counts",
 ]
 
 
@@ -46,6 +49,8 @@ class EntryReader(Protocol):
     # Physical lines that were in the configured format (a prefixed line, a CSV record...): a file
     # whose lines never are is reported as a format mismatch in the overview.
     lines_matched: int
+    # Optional (see `time_counts`): a `time_counts` attribute or property, `TimeCounts`, saying
+    # how many times were read in a zone `timezone` does not use or not read at all.
 
     @property
     def committed_offset(self) -> int: ...
@@ -84,6 +89,13 @@ def make_reader(fmt: Format, *, line_prefix: str, timezone: str, full_text: bool
 
         return JsonlogReader(timezone=timezone, full_text=full_text)
     raise ValueError(f"unknown log format {fmt!r}")
+
+
+def time_counts(reader: EntryReader) -> TimeCounts:
+    """The reader's `TimeCounts`; all zero for a reader that keeps none (a reader that wraps
+    another one passes the inner reader's on as its own `time_counts`)."""
+    counts = getattr(reader, "time_counts", None)
+    return counts if isinstance(counts, TimeCounts) else TimeCounts()
 
 
 def parse_stream(reader: EntryReader, chunks: Iterable[bytes]) -> Iterator[LogLine]:

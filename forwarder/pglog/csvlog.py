@@ -164,7 +164,7 @@ class CsvlogReader(LineReader):
 
     def __init__(self, *, timezone: str, full_text: bool) -> None:
         super().__init__(full_text=full_text)
-        self._times = TimeParser(timezone)
+        self._times = self.time_parser = TimeParser(timezone)
         self._src = _OneRecord()
         self._csv = csv.reader(self._src, strict=True)
         # The open record (a quoted value still open at the end of a line):

@@ -111,7 +111,7 @@ class JsonlogReader(LineReader):
 
     def __init__(self, *, timezone: str, full_text: bool) -> None:
         super().__init__(full_text=full_text)
-        self._times = TimeParser(timezone)
+        self._times = self.time_parser = TimeParser(timezone)
 
     def _line(self, raw: bytes, start: int, cut: bool) -> None:
         nbytes = len(raw) + 1

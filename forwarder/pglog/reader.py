@@ -31,6 +31,7 @@ from abc import ABC, abstractmethod
 
 from forwarder.model import LogLine
 from forwarder.pglog.entry import Entry
+from forwarder.pglog.times import TimeCounts, TimeParser
 
 # Mirrors of forwarder.pglog's constants (defined there, the seam); kept here to avoid an import
 # cycle with the package __init__. A test checks they agree.
@@ -54,6 +55,18 @@ class LineReader(ABC):
         self._out: list[LogLine] = []
         self.lines_matched = 0  # physical lines in the configured format (see EntryReader)
         self._record_start = -1  # start of a record still open across physical lines, or -1
+        # The format's parser of log times, if it has one (its zone counts go into `time_counts`),
+        # and the entries stamped with the time of reading because their own time was unreadable.
+        self.time_parser: TimeParser | None = None
+        self.read_time_entries = 0
+
+    @property
+    def time_counts(self) -> TimeCounts:
+        """How well the log's own times could be read so far (see `TimeCounts`)."""
+        p = self.time_parser
+        if p is None:
+            return TimeCounts(read_time=self.read_time_entries)
+        return TimeCounts(p.zone_mismatches, p.foreign_zone, p.foreign_zone_known, self.read_time_entries)
 
     @property
     def committed_offset(self) -> int:

@@ -1,9 +1,10 @@
 """The stderr log format: `log_line_prefix` compiled to one regex, and the reader built on it.
 
-A line of the stderr format is `<prefix><SEVERITY>:  <text>` (elog.c, send_message_to_server_log),
-with `<SQLSTATE>: ` after the two spaces when `log_error_verbosity = verbose`. Newlines inside a
-message are written as a newline plus TAB (elog.c append_with_tabs), so TAB-led lines continue
-the field above them.
+A line of the stderr format is `<prefix><SEVERITY>:  <text>` (elog.c, send_message_to_server_log;
+one space after the colon is read too), with `<SQLSTATE>: ` after the spaces when
+`log_error_verbosity = verbose`. Newlines inside a message are written as a newline plus TAB
+(elog.c append_with_tabs), so TAB-led lines continue the field above them. Severities DEBUG1 to
+DEBUG5 are written as `DEBUG` (elog.c error_severity); a spelled-out `DEBUG3` is read too.
 
 Prefix escapes (elog.c log_line_prefix / log_status_format), all supported, each with the
 optional padding width PostgreSQL allows (`%-10u` pads on the right, `%10p` on the left, values
@@ -20,10 +21,12 @@ may be longer than the width):
   become None; so does SQLSTATE `00000`.
 - `client`: the host part of `%r` (or `%h`), without the port. A Unix-socket client is
   `[local]`, PostgreSQL's own spelling: it cannot be mistaken for a host named `local`.
-- Time: the first of `%m`, `%n`, `%t` that the prefix has (most precise first) gives `time_us`,
-  converted to UTC with `log.timezone` (see `times.py`). A prefix without any time escape gets
-  the wall-clock time at which the line was read (`time.time()`, the only place the reader looks
-  at a clock; `now` passed to `feed` is monotonic and only measures idleness).
+- Time: the most precise of `%m`, `%n`, `%t` that the prefix has gives `time_us`, converted to
+  UTC with `log.timezone` (see `times.py`); `%s` (session start) never does. An entry without a
+  readable time of its own (a prefix without a time escape, a time after `%q` on a background
+  process's line, a line not in the format) gets the wall-clock time at which it was read
+  (`time.time()`, the only place the reader looks at a clock; `now` passed to `feed` is monotonic
+  and only measures idleness), and is counted in `read_time_entries`.
 - Unknown escapes produce nothing, as in PostgreSQL. The config refuses them all the same
   (`unknown_escapes`): PostgreSQL has no such escape, so one in the configured prefix is a typo,
   and the prefix would then not be the server's.
@@ -81,7 +84,9 @@ _SECONDARY: Final[dict[str, str]] = {
 }
 _SEVERITY: Final = (
     r"(DEBUG[1-5]?|LOG|INFO|NOTICE|WARNING|ERROR|FATAL|PANIC|DETAIL|HINT|QUERY|CONTEXT|LOCATION|STATEMENT)"
-    r":  (?:([0-9A-Z]{5}): )?"
+    # PostgreSQL writes two spaces after the colon; tools that pass lines on (and some providers)
+    # squeeze them to one: both are read, and neither space is part of the message.
+    r":  ?(?:([0-9A-Z]{5}): )?"
 )
 
 
@@ -265,7 +270,7 @@ class StderrReader(LineReader):
         p = self.pattern = compile_prefix(line_prefix)
         self._match = p.regex.match
         self._fast_match = p.fast_regex.match if p.fast_regex is not None else p.regex.match
-        self._times = TimeParser(timezone)
+        self._times = self.time_parser = TimeParser(timezone)
         # The pattern's group indexes, copied to plain attributes and a tuple of (group, Entry
         # field) once: `_prefixed` runs for every line, and each lookup through the frozen
         # PrefixPattern costs as much as the work itself.
@@ -311,8 +316,11 @@ class StderrReader(LineReader):
                     and not pending.orphan
                     and (self._pid_i < 0 or _int_or_none(g[self._pid_i]) == pending.pid)
                 ):
-                    # text after "LABEL:  ": a secondary line has no verbose SQLSTATE of its own
-                    pending.open_field(field, text[m.end(sev_i + 1) + 3 :], nbytes, MAX_ENTRY_BYTES)
+                    # text after "LABEL:  " (or "LABEL: "): a secondary line has no verbose SQLSTATE
+                    after = m.end(sev_i + 1) + 2
+                    if text[after : after + 1] == " ":
+                        after += 1
+                    pending.open_field(field, text[after:], nbytes, MAX_ENTRY_BYTES)
                     if cut:
                         pending.truncated = True
                     return
@@ -333,6 +341,7 @@ class StderrReader(LineReader):
         if not text:
             return  # an empty line with nothing to continue carries nothing (see entry.py)
         # Text with no entry to continue: its own entry (see entry.py), never dropped.
+        self.read_time_entries += 1
         orphan = Entry(_wall_time_us(), "LOG", text, nbytes)
         orphan.orphan = True
         orphan.truncated = cut
@@ -344,7 +353,10 @@ class StderrReader(LineReader):
             value = g[self._time_i]
             if value is not None:
                 time_us = parse_epoch(value) if self._epoch_time else self._times.parse(value)
-        entry = Entry(time_us if time_us is not None else _wall_time_us(), severity, message, nbytes)
+        if time_us is None:
+            self.read_time_entries += 1
+            time_us = _wall_time_us()
+        entry = Entry(time_us, severity, message, nbytes)
         # Entry's fields default to None: only known values are set ("[unknown]" and "" stay None).
         if self._user_i >= 0:
             v = g[self._user_i]

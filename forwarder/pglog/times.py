@@ -2,25 +2,55 @@
 
 PostgreSQL writes `%t` as `2026-11-22 02:18:58 UTC` and `%m` (and csvlog/jsonlog times) as
 `2026-11-22 02:18:58.123 UTC`: local time in `log_timezone` followed by the zone's abbreviation
-(src/timezone/strftime.c `%Z`). An abbreviation alone is ambiguous (CST is three different zones),
-so it is resolved with the IANA zone the database is configured with (`log.timezone`): the
-abbreviation picks the DST side (fold) of a repeated local hour. `UTC`, `GMT`, `Z` and numeric
-abbreviations such as `+01` or `-0330` (zones without letters, e.g. America/Sao_Paulo) are read
-directly. An abbreviation the zone does not know falls back to the zone's standard reading.
-`%n` is epoch seconds with milliseconds (`1763777938.123`).
+(src/timezone/strftime.c `%Z`), or a numeric one such as `-03` or `+0530` for zones without letters
+(America/Sao_Paulo). An abbreviation alone is ambiguous (CST is three different zones), so it is
+resolved in this order:
 
-Lines of the same second share the conversion: the last second's result is cached, so the per-line
-cost is two slices and a comparison.
+1. the IANA zone the database is configured with (`log.timezone`), when that zone calls its time
+   at that moment by this abbreviation: the abbreviation also picks the DST side (fold) of a
+   repeated local hour;
+2. `UTC`, `GMT`, `Z` and numeric abbreviations, read directly;
+3. PostgreSQL's default abbreviation set (`timezone_abbreviations = 'Default'`, tzabbrev.py), the
+   way the server itself reads `EST` or `CET` in a timestamp: a server whose `log_timezone` is
+   not `log.timezone` still gets every line at its true instant;
+4. an abbreviation known nowhere: the configured zone's reading of the local time.
+
+Cases 2 to 4 where the configured zone does not have that offset (or name) at that moment are
+counted (`zone_mismatches`, the last such abbreviation in `foreign_zone`): the overview says that
+`log.timezone` does not match the server's `log_timezone`. `%n` is epoch seconds with
+milliseconds (`1763777938.123`).
+
+Lines of the same second share the conversion: the last (second, zone) result is cached, so the
+per-line cost is two slices and two comparisons; the zone checks run only when the cache misses.
 """
 
 from __future__ import annotations
 
 import calendar
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from forwarder.pglog import tzabbrev
+
 _FIXED: Final[dict[str, int]] = {"UTC": 0, "GMT": 0, "Z": 0, "UCT": 0, "UT": 0}
+
+
+@dataclass(frozen=True, slots=True)
+class TimeCounts:
+    """How well a reader could read the log's own times (the overview shows it).
+
+    `zone_mismatches`: lines whose zone abbreviation `log.timezone` does not use at that moment
+    (read with PostgreSQL's default abbreviations instead); `foreign_zone`: the last such
+    abbreviation, `foreign_zone_known` False when no table knew it (read as `log.timezone`).
+    `read_time`: entries whose own time could not be read, stamped with the time of reading.
+    """
+
+    zone_mismatches: int = 0
+    foreign_zone: str | None = None
+    foreign_zone_known: bool = True
+    read_time: int = 0
 
 
 def _numeric_offset(abbrev: str) -> int | None:
@@ -44,16 +74,56 @@ def load_zone(name: str) -> ZoneInfo | None:
         raise ValueError(f"unknown time zone {name!r}") from exc
 
 
+def _offsets(zone: ZoneInfo | None, local: datetime) -> list[tuple[int, str]]:
+    """(seconds east of UTC, abbreviation) of `zone` at local time `local`, for each fold."""
+    if zone is None:
+        return [(0, "UTC")]
+    out = []
+    for fold in (0, 1):
+        aware = local.replace(tzinfo=zone, fold=fold)
+        off = aware.utcoffset()
+        if off is not None:
+            out.append((int(off.total_seconds()), aware.tzname() or ""))
+    return out
+
+
+def default_abbreviation_offset(abbrev: str, local: datetime) -> int | None:
+    """Seconds east of UTC that PostgreSQL's default abbreviation set gives `abbrev` at local time
+    `local` (a dynamic abbreviation takes its zone's offset then); None if the set lacks it."""
+    key = abbrev.upper()
+    fixed = tzabbrev.FIXED.get(key)
+    if fixed is not None:
+        return fixed[0]
+    name = tzabbrev.DYNAMIC.get(key)
+    if name is None:
+        return None
+    offsets = _offsets(ZoneInfo(name), local)
+    return next((off for off, tzname in offsets if tzname == abbrev), offsets[0][0])
+
+
 class TimeParser:
     """Converts PostgreSQL's text timestamps in one `log_timezone` to UTC microseconds."""
 
-    __slots__ = ("_base", "_sec", "_zone", "_zone_text")
+    __slots__ = (
+        "_base",
+        "_foreign",
+        "_sec",
+        "_zone",
+        "_zone_text",
+        "foreign_zone",
+        "foreign_zone_known",
+        "zone_mismatches",
+    )
 
     def __init__(self, timezone: str) -> None:
         self._zone = load_zone(timezone)
         self._sec = ""
         self._zone_text = ""
         self._base = 0
+        self._foreign = False  # the cached (second, zone) is one `log.timezone` does not use
+        self.zone_mismatches = 0
+        self.foreign_zone: str | None = None
+        self.foreign_zone_known = True
 
     def parse(self, text: str) -> int | None:
         """`YYYY-MM-DD HH:MM:SS[.fff] ZONE` to microseconds since the epoch; None if malformed."""
@@ -75,35 +145,35 @@ class TimeParser:
             if base is None:
                 return None
             self._sec, self._zone_text, self._base = sec, zone, base
+        if self._foreign:
+            self.zone_mismatches += 1
         return self._base * 1_000_000 + us
 
     def _seconds(self, sec: str, zone: str) -> int | None:
+        """Seconds since the epoch of local time `sec` in `zone`; sets `_foreign` (see the module)."""
         try:
             local = datetime.strptime(sec, "%Y-%m-%d %H:%M:%S")
         except ValueError:
             return None
         naive = calendar.timegm(local.timetuple())
+        configured = _offsets(self._zone, local)
         offset = _FIXED.get(zone)
         if offset is None:
             offset = _numeric_offset(zone)
-        if offset is None:
-            offset = self._zone_offset(local, zone)
+        known = True
+        if offset is not None:
+            foreign = all(off != offset for off, _ in configured)
+        else:
+            named = next((off for off, tzname in configured if tzname == zone), None)
+            foreign = named is None
+            offset = named if named is not None else default_abbreviation_offset(zone, local)
+            if offset is None:
+                known = False
+                offset = configured[0][0] if configured else 0
+        self._foreign = foreign
+        if foreign:
+            self.foreign_zone, self.foreign_zone_known = zone, known
         return naive - offset
-
-    def _zone_offset(self, local: datetime, abbrev: str) -> int:
-        if self._zone is None:
-            return 0
-        first: timedelta | None = None
-        for fold in (0, 1):
-            aware = local.replace(tzinfo=self._zone, fold=fold)
-            off = aware.utcoffset()
-            if off is None:
-                continue
-            if first is None:
-                first = off
-            if aware.tzname() == abbrev:
-                return int(off.total_seconds())
-        return int(first.total_seconds()) if first is not None else 0
 
 
 def parse_epoch(text: str) -> int | None:

@@ -20,7 +20,7 @@ import threading
 from dataclasses import dataclass
 
 from forwarder.model import LogLine
-from forwarder.pglog import EntryReader, Format, make_reader
+from forwarder.pglog import EntryReader, Format, TimeCounts, make_reader, time_counts
 from forwarder.store.lines import Identity, Row, encode_rows
 
 
@@ -34,7 +34,8 @@ class ReaderSpec:
     identity: Identity
 
 
-Parsed = tuple[list[Row], int, int, int, int]  # rows, committed offset, lines matched, unparsed, truncated
+# rows, committed offset, lines matched, unparsed, truncated, how well the log's times were read
+Parsed = tuple[list[Row], int, int, int, int, TimeCounts]
 
 
 def rows_of(identity: Identity, lines: list[LogLine]) -> tuple[list[Row], int, int]:
@@ -117,7 +118,7 @@ def w_call(handle: int, op: str, full_text: bool, data: bytes, now: float) -> Pa
     else:
         lines = reader.flush()
     rows, unparsed, truncated = rows_of(identity, lines)
-    return rows, reader.committed_offset, reader.lines_matched, unparsed, truncated
+    return rows, reader.committed_offset, reader.lines_matched, unparsed, truncated, time_counts(reader)
 
 
 def w_close(handle: int) -> None:

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from forwarder import metrics
 from forwarder.model import LogLine
-from forwarder.pglog import make_reader
+from forwarder.pglog import TimeCounts, make_reader, time_counts
 from forwarder.sources.parse_worker import (
     Parsed,
     ReaderSpec,
@@ -49,6 +49,16 @@ def _count(database_id: str, unparsed: int, truncated: int) -> None:
         metrics.INGEST_TRUNCATED.labels(database_id).inc(truncated)
 
 
+def _count_times(database_id: str, before: TimeCounts, after: TimeCounts) -> None:
+    """The time fallbacks since `before` (a reader's counts only grow) into the metric."""
+    if after.zone_mismatches > before.zone_mismatches:
+        metrics.INGEST_TIME_FALLBACKS.labels(database_id, "zone_mismatch").inc(
+            after.zone_mismatches - before.zone_mismatches
+        )
+    if after.read_time > before.read_time:
+        metrics.INGEST_TIME_FALLBACKS.labels(database_id, "read_time").inc(after.read_time - before.read_time)
+
+
 class AsyncReader(Protocol):
     """An EntryReader whose results are rows, possibly computed in another process."""
 
@@ -58,6 +68,8 @@ class AsyncReader(Protocol):
     def committed_offset(self) -> int: ...
     @property
     def lines_matched(self) -> int: ...
+    @property
+    def time_counts(self) -> TimeCounts: ...
     async def feed(self, data: bytes, now: float) -> list[Row]: ...
     async def flush_ready(self, now: float, at_end: bool) -> list[Row]:
         """The pending entry if it is complete: written whole with the data read ending at the end
@@ -75,6 +87,7 @@ class LocalReader:
         self._reader = make_reader(spec.fmt, line_prefix=spec.line_prefix, timezone=spec.timezone, full_text=full_text)
         self._identity = spec.identity
         self.full_text = full_text
+        self._times = TimeCounts()
 
     @property
     def committed_offset(self) -> int:
@@ -84,9 +97,16 @@ class LocalReader:
     def lines_matched(self) -> int:
         return self._reader.lines_matched
 
+    @property
+    def time_counts(self) -> TimeCounts:
+        return self._times
+
     def _done(self, lines: list[LogLine]) -> list[Row]:
         rows, unparsed, truncated = rows_of(self._identity, lines)
         _count(self._identity.database_id, unparsed, truncated)
+        times = time_counts(self._reader)
+        _count_times(self._identity.database_id, self._times, times)
+        self._times = times
         return rows
 
     async def feed(self, data: bytes, now: float) -> list[Row]:
@@ -161,6 +181,7 @@ class WorkerReader:
         self.full_text = full_text
         self._committed = 0
         self._matched = 0
+        self._times = TimeCounts()
 
     @property
     def committed_offset(self) -> int:
@@ -170,10 +191,16 @@ class WorkerReader:
     def lines_matched(self) -> int:
         return self._matched
 
+    @property
+    def time_counts(self) -> TimeCounts:
+        return self._times
+
     async def _call(self, op: str, data: bytes = b"", now: float = 0.0) -> list[Row]:
         parsed: Parsed = await self._worker.call(w_call, self._handle, op, self.full_text, data, now)
-        rows, self._committed, self._matched, unparsed, truncated = parsed
+        rows, self._committed, self._matched, unparsed, truncated, times = parsed
         _count(self._database_id, unparsed, truncated)
+        _count_times(self._database_id, self._times, times)
+        self._times = times
         return rows
 
     async def feed(self, data: bytes, now: float) -> list[Row]:

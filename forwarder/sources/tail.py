@@ -31,7 +31,7 @@ import os
 import stat
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO, Final, Literal
 
@@ -40,6 +40,8 @@ from forwarder.clock import Clock
 from forwarder.config import DatabaseConfig
 from forwarder.logsetup import RepeatedFailureLog
 from forwarder.model import KINDS
+from forwarder.pglog import TimeCounts
+from forwarder.pglog.stderr import compile_prefix
 from forwarder.sources.parsing import AsyncReader, LocalReader, ParseWorker, ReaderSpec
 from forwarder.sources.watch import DirectoryWatch, watched_directory
 from forwarder.store import Identity, SourceFile, Store
@@ -65,6 +67,7 @@ IDLE_CLOSE_SECONDS = 300  # an older file unchanged this long gives its descript
 # data read up to a page boundary may be cut there, so its last entry is not taken as whole.
 PAGE_BYTES = mmap.PAGESIZE
 
+NO_TIME_COUNTS: Final = TimeCounts()
 SourceState = Literal["starting", "reading", "disabled", "no_file", "permission_denied", "format_mismatch", "error"]
 
 
@@ -76,6 +79,9 @@ class SourceStatus:
     file: str | None = None
     reason: str | None = None
     skipped: tuple[Skipped, ...] = ()  # entries matching the glob that are not read
+    # How well the file's own times were read (see pglog.TimeCounts), and that in words.
+    times: TimeCounts = NO_TIME_COUNTS
+    time_note: str | None = None
 
 
 DISABLED: Final = SourceStatus("disabled", None, "log reading is disabled in the settings")
@@ -435,10 +441,48 @@ class DatabaseFollower:
                     f"no line matches the configured {self.db.log.format} format"
                     + (f" with prefix {self.db.log.line_prefix!r}" if self.db.log.format == "stderr" else ""),
                 )
-        self.status = problem or SourceStatus("reading", newest_path, note, tuple(skipped))
+        current = self._files.get(newest_key)
+        times = current.reader.time_counts if current is not None else NO_TIME_COUNTS
+        # A file in another format has no times to speak of: its reason says it all.
+        time_note = self._time_note(times) if problem is None or problem.state != "format_mismatch" else None
+        status = problem or SourceStatus("reading", newest_path, note, tuple(skipped))
+        self.status = replace(status, times=times, time_note=time_note)
         if any(k not in found for k in self._known):
             await self._store.forget_source_files(self.db.id, list(found))
             self._known = {k: v for k, v in self._known.items() if k in found}
+
+    def _time_note(self, times: TimeCounts) -> str | None:
+        """What the overview says about the log's times, in words; None when all is well."""
+        notes = []
+        tz = self.db.log.timezone
+        if times.zone_mismatches and times.foreign_zone is not None:
+            zone = times.foreign_zone
+            if times.foreign_zone_known:
+                notes.append(
+                    f"the log's times are in {zone}, but log.timezone is {tz}: set log.timezone to the server's"
+                    f" log_timezone ({times.zone_mismatches} lines were read with PostgreSQL's default meaning"
+                    f" of {zone})"
+                )
+            else:
+                notes.append(
+                    f"the log's times are in {zone}, which neither log.timezone ({tz}) nor PostgreSQL's default"
+                    f" abbreviations know: {times.zone_mismatches} lines were read as {tz}; set log.timezone to the"
+                    " server's log_timezone"
+                )
+        if times.read_time:
+            why = ""
+            if self.db.log.format == "stderr" and self._prefix_has_no_time():
+                why = " (the prefix has no %m, %t or %n)"
+            notes.append(
+                f"{times.read_time} entries had no readable time of their own and carry the time they were read{why}"
+            )
+        return "; ".join(notes) or None
+
+    def _prefix_has_no_time(self) -> bool:
+        try:
+            return compile_prefix(self.db.log.line_prefix).time_kind == ""
+        except ValueError:
+            return False
 
     def _private_keys(self) -> set[tuple[int, int]]:
         """(device, inode) of the daemon's own files that exist now (a hard link to one is one too)."""
