@@ -1,8 +1,8 @@
 """Classification of an assembled entry into one of the 13 kinds of SPEC 2.1.
 
 `classify(severity, message, sqlstate)` is pure: it looks at the English message texts of
-PostgreSQL 13-18 (`lc_messages = 'C'`; translated servers classify by severity only: error or
-other) and returns the kind plus what goes with it:
+PostgreSQL 13-18 (`lc_messages = 'C'`; a translated server's messages classify by severity and
+SQLSTATE only) and returns the kind plus what goes with it:
 
 - `slow_query`: `duration: N ms` with or without `  statement|execute <name>|parse <name>|bind
   <name>: <sql>` (log_min_duration_statement, log_duration). `duration_ms` is N; the SQL moves out
@@ -19,8 +19,18 @@ other) and returns the kind plus what goes with it:
   `role "x" does not exist` / `role "x" is not permitted to log in` (28000).
 - `too_many_connections`: `sorry, too many clients already`, `remaining connection slots are
   reserved ...` (PG13-15 and PG16+ texts), `too many connections for role|database` (53300).
-- `checkpoint`, `autovacuum`, `temp_file`, `connection`, `server`: by their message texts.
-- `error`: any other ERROR/FATAL/PANIC; `other`: everything else.
+- `checkpoint`, `autovacuum`, `temp_file`, `connection`: by their message texts; `autovacuum` also
+  takes the transaction ID / MultiXact wraparound warnings (the stop that follows is an `error`).
+- `server`: the server's lifecycle (start, shutdown, crash and recovery, standby, archiving,
+  reload). At ERROR/FATAL/PANIC only the texts that say the server is starting, stopping, crashing
+  or cannot serve (57P01, 57P03, a server that cannot start): the same words in answer to a
+  session's own command (`SET shared_buffers ...`) are an `error`.
+- `error`: any other ERROR/FATAL/PANIC, unless the SQLSTATE the log carries names a kind (40P01,
+  28P01/28000, 53300, 57P01-57P03: a translated server's texts are unknown here); `other`:
+  everything else.
+
+docs/kinds.md lists the messages of PostgreSQL 13-17 behind each kind; a test classifies every
+one of them, so the page and these tables agree.
 
 `safe` says the message is proven value-free: it matched, whole, a strict pattern of a message
 PostgreSQL builds from server facts only (durations, statement names, pids, lock tags, counters,
@@ -29,7 +39,8 @@ it is; every other message goes through the default-deny value removal of redact
 strict patterns exist for the frequent kinds (slow_query, statement, lock_wait, connection,
 checkpoint, autovacuum, temp_file), where the template table would cost time for nothing; a
 message of those kinds that does not match them (a RAISE that starts like one, an unusual
-statement name, an advisory lock key) is simply not safe.
+statement name, an advisory lock key) is simply not safe. The wraparound warnings and stop have
+one too: their counters and database name are what a DBA (and the wraparound insight) reads.
 
 `sqlstate` is the one the log gave (`%e`, verbose mode, csvlog/jsonlog) or, when it gave none,
 the code a message fixes (deadlock 40P01, too many connections 53300, auth failures 28P01/28000):
@@ -112,9 +123,21 @@ _SAFE_CONNECTION: Final = re.compile(
     r"|connection ready: [\w .,=]{0,300}"
 ).fullmatch
 
+# Wraparound warnings and the stop (varsup.c, multixact.c, vacuum.c, vacuumlazy.c): a database
+# name, counters and fixed words. Proven whole, they keep their counters, which a DBA (and the
+# wraparound insight) reads; a database name with a quote in it is left to value removal.
+_SAFE_WRAPAROUND: Final = re.compile(
+    r'(?:database "[^"\n]{1,300}"|database with OID \d+) must be vacuumed'
+    r" (?:within \d+ transactions|before \d+ more (?:MultiXactIds?|multixact members?) (?:is|are) used)"
+    r"|(?:oldest (?:xmin|multixact)|cutoff for (?:removing and freezing tuples|freezing multixacts)) is far in the past"
+    r'|bypassing nonessential maintenance of table "[^"\n]{1,300}" as a failsafe after \d+ index scans?'
+    r"|database is not accepting commands (?:that (?:generate|assign) new (?:MultiXactIds|transaction IDs) )?"
+    r'to avoid wraparound data loss in database (?:"[^"\n]{1,300}"|with OID \d+)'
+).fullmatch
+
 _AUTH_OTHER: Final = re.compile(r"[\w-]+ authentication failed for user ")
 # postmaster.c: "server process (PID %d) was terminated by signal %d: %s", "... exited with exit code %d"
-_PROC_EXIT: Final = re.compile(r"\(PID \d+\) (?:was terminated by|exited with exit code)")
+_PROC_EXIT: Final = re.compile(r"\(PID \d+\) (?:was terminated by|exited with)")
 
 _CONNECTION_PREFIXES: Final = (
     "connection received:",
@@ -124,39 +147,168 @@ _CONNECTION_PREFIXES: Final = (
     "replication connection authorized:",
     "connection ready:",
 )
-_SERVER_PREFIXES: Final = (
-    "database system is ",
-    "database system was ",
+# The server's lifecycle: start, shutdown, crash and recovery, standby and archiving, reload. The
+# catalogue with every version's wording is docs/kinds.md, and a test holds these tables to it.
+# At ERROR, FATAL and PANIC only what says the server (not the session's request) is starting,
+# stopping, crashing or cannot serve counts: a session's `SET` that fails with `parameter "x"
+# cannot be changed ...` is an error, the same words logged at a reload are the server's.
+_SERVER_AT_ERROR: Final = (
+    # postinit.c / postmaster.c, 57P03 (PG14+: "not yet accepting", "not accepting connections")
     "the database system is ",
+    # postgres.c ProcessInterrupts / quickdie, 57P01 and 57P02: what a shutdown or a crash does
+    # to every session (pg_terminate_backend() says the same; see docs/kinds.md)
+    "terminating connection due to administrator command",
+    "terminating connection due to unexpected postmaster exit",
+    "terminating connection because of unexpected SIGQUIT signal",
+    "terminating connection due to immediate shutdown command",
+    "terminating connection because of crash of another server process",
+    "terminating autovacuum process due to administrator command",
+    "terminating background worker ",
+    "terminating logical replication worker due to administrator command",
+    "terminating logical replication launcher due to administrator command",
+    "terminating walreceiver process due to administrator command",
+    # postmaster.c / miscinit.c / pqcomm.c / guc-file.l: a server that cannot start
+    "could not bind IPv4 address ",
+    "could not bind IPv6 address ",
+    "could not bind Unix address ",
+    "could not bind to all requested addresses",
+    "could not create listen socket",
+    "could not create any TCP/IP sockets",
+    "could not create any Unix-domain sockets",
+    "no socket created for listening",
+    "could not open configuration file ",
+    "configuration file ",
+    "lock file ",
+    "pre-existing shared memory block",
+    "data directory ",
+    "database files are incompatible with server",
+)
+_SERVER_BELOW_ERROR: Final = (
+    *_SERVER_AT_ERROR,
+    # postmaster.c
     "starting PostgreSQL ",
     "listening on ",
+    "database system is ",
     "received fast shutdown request",
     "received smart shutdown request",
     "received immediate shutdown request",
     "received SIGHUP",
-    'parameter "',
-    "configuration file ",
+    "received promote request",
     "aborting any active transactions",
-    "shutting down",
     "terminating any other active server processes",
     "all server processes terminated",
+    "shutting down",
+    "abnormal database system shutdown",
+    "issuing SIGKILL to recalcitrant children",
+    "postmaster became multithreaded",
+    "background worker ",
+    "registering background worker ",
+    "unregistering background worker ",
+    "too many background workers",
+    "logical replication launcher ",
+    # syslogger.c
+    "redirecting log output to logging collector process",
+    "ending log output to stderr",
+    "logger shutting down",
+    # autovacuum.c (the launcher; DEBUG1 in PG13+)
+    "autovacuum launcher ",
+    "autovacuum not started because of misconfiguration",
+    # xlog.c, xlogrecovery.c (PG15+), xlogreader.c (the end of WAL found by recovery), startup.c
+    "database system was ",
+    "database system shutdown was interrupted",
     "redo starts at ",
     "redo done at ",
     "redo is not required",
+    "redo in progress",
     "invalid record length at ",
+    "invalid record offset at ",
+    "invalid magic number ",
+    "invalid resource manager ID ",
+    "invalid contrecord length ",
+    "record with incorrect prev-link ",
+    "incorrect resource manager data checksum ",
+    "unexpected pageaddr ",
+    "contrecord is requested by ",
+    "missing contrecord at ",
     "entering standby mode",
+    "starting archive recovery",
+    "starting point-in-time recovery",
+    "starting backup recovery",
+    "completed backup recovery",
+    "restored log file ",
     "consistent recovery state reached",
-    "started streaming WAL",
+    "recovery stopping ",
+    "recovery has paused",
+    "pausing at the end of recovery",
     "archive recovery complete",
     "selected new timeline ID",
     "last completed transaction was",
+    "promote trigger file found",
     "syncing data directory",
-    "could not bind ",
-    "could not create listen socket",
-    "could not open configuration file",
-    "pre-existing shared memory block",
-    "lock file ",
+    "resetting unlogged relations",
+    # multixact.c
+    "MultiXact member wraparound protections are ",
+    # walreceiver.c
+    "started streaming WAL",
+    "restarted WAL streaming",
+    "replication terminated by primary server",
+    "fetching timeline history file",
+    # pgarch.c
+    "archive command ",
+    "archive_mode enabled, yet ",
+    "archiving write-ahead log file ",
+    "restarting archiver process",
+    "removed orphan archive status file",
+    # guc-file.l / guc.c / hba.c at a reload (a session's SET fails at ERROR: not here)
+    'parameter "',
+    "unrecognized configuration parameter ",
+    "invalid value for parameter ",
+    "syntax error in file ",
+    "pg_hba.conf was not reloaded",
+    "pg_ident.conf was not reloaded",
 )
+# Transaction ID and MultiXact wraparound: varsup.c, multixact.c, vacuum.c (PG16+ "cutoff for ..."),
+# vacuumlazy.c's failsafe (PG14+). The stop (`database is not accepting commands ...`) is an ERROR
+# every writing client gets and stays an error.
+_WRAPAROUND_PREFIXES: Final = (
+    "oldest xmin is far in the past",
+    "oldest multixact is far in the past",
+    "cutoff for removing and freezing tuples is far in the past",
+    "cutoff for freezing multixacts is far in the past",
+    "bypassing nonessential maintenance of table ",
+)
+
+
+# A message's first characters pick the few prefixes to try: one slice and one dict lookup
+# instead of a scan of them all (classify runs per entry; every prefix is at least this long).
+_HEAD: Final = 6
+
+
+def _by_head(prefixes: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """The prefixes grouped by their first `_HEAD` characters."""
+    out: dict[str, tuple[str, ...]] = {}
+    for prefix in prefixes:
+        assert len(prefix) >= _HEAD, prefix
+        out[prefix[:_HEAD]] = (*out.get(prefix[:_HEAD], ()), prefix)
+    return out
+
+
+_SERVER_AT_ERROR_BY_HEAD: Final = _by_head(_SERVER_AT_ERROR)
+_SERVER_BELOW_ERROR_BY_HEAD: Final = _by_head(_SERVER_BELOW_ERROR)
+_WRAPAROUND_BY_HEAD: Final = _by_head(_WRAPAROUND_PREFIXES)
+
+# An error whose text is not known here (a translated server, a newer version) is classified by the
+# SQLSTATE the log carries, when it names one of the kinds; else it is an error.
+_KIND_BY_SQLSTATE: Final[dict[str, Kind]] = {
+    "40P01": "deadlock",
+    "28P01": "auth_failure",
+    "28000": "auth_failure",
+    "53300": "too_many_connections",
+    "57P01": "server",  # admin_shutdown
+    "57P02": "server",  # crash_shutdown
+    "57P03": "server",  # cannot_connect_now
+}
+
 _CHECKPOINT_PREFIXES: Final = (
     "checkpoint starting:",
     "checkpoint complete:",
@@ -296,8 +448,26 @@ def classify(severity: str, message: str, sqlstate: str | None) -> Classificatio
         return _new(
             Classification, ("autovacuum", sqlstate, None, message, None, _SAFE_AUTOVACUUM(message) is not None)
         )
-    if message.startswith(_SERVER_PREFIXES) or ("(PID " in message and _PROC_EXIT.search(message)):
-        return _new(Classification, ("server", sqlstate, None, message, None, False))
+    head = message[:_HEAD]
     if severity in _ERROR_SEVERITIES:
-        return _new(Classification, ("error", sqlstate, None, message, None, False))
+        prefixes = _SERVER_AT_ERROR_BY_HEAD.get(head)
+        if prefixes is not None and message.startswith(prefixes):
+            return _new(Classification, ("server", sqlstate, None, message, None, False))
+        if head == "databa" and message.startswith("database is not accepting commands "):
+            # the wraparound stop: an error, kept whole when it is the known text
+            safe = _SAFE_WRAPAROUND(message) is not None
+            return _new(Classification, ("error", sqlstate, None, message, None, safe))
+        kind = _KIND_BY_SQLSTATE.get(sqlstate, "error") if sqlstate is not None else "error"
+        return _new(Classification, (kind, sqlstate, None, message, None, False))
+    prefixes = _SERVER_BELOW_ERROR_BY_HEAD.get(head)
+    if (prefixes is not None and message.startswith(prefixes)) or (
+        "(PID " in message and _PROC_EXIT.search(message) is not None
+    ):
+        return _new(Classification, ("server", sqlstate, None, message, None, False))
+    prefixes = _WRAPAROUND_BY_HEAD.get(head)
+    if (prefixes is not None and message.startswith(prefixes)) or (
+        head == "databa" and " must be vacuumed " in message
+    ):
+        safe = _SAFE_WRAPAROUND(message) is not None
+        return _new(Classification, ("autovacuum", sqlstate, None, message, None, safe))
     return _new(Classification, ("other", sqlstate, None, message, None, False))

@@ -1,8 +1,9 @@
 """The wraparound rule: transaction ID (or multixact) wraparound warnings and the stop that follows.
 
 PostgreSQL (varsup.c, multixact.c, vacuum.c) warns as a database's oldest unfrozen ID nears the
-limit, then stops assigning IDs (PostgreSQL 16+ say "that assign new transaction IDs"; a database
-that is gone is named by its OID, and the subject is then ""):
+limit, then stops assigning IDs (PostgreSQL 16+ say "that assign new transaction IDs" / "...
+MultiXactIds" and "cutoff for ... is far in the past"; a database that is gone is named by its
+OID, and the subject is then ""):
 
     WARNING:  database "shop" must be vacuumed within 9999999 transactions
     WARNING:  database "shop" must be vacuumed before 999999 more MultiXactIds are used
@@ -32,9 +33,10 @@ LOOKBACK_SECONDS: Final = 86_400
 
 _MESSAGES: Final = re.compile(
     r'(?:database "(?P<db>[^"\n]{1,300})"|database with OID \d+) must be vacuumed'
-    r" (?:within (?P<xids>\d+) transactions|before (?P<mxids>\d+) more MultiXactIds? (?:is|are) used)"
-    r"|oldest (?:xmin|multixact) is far in the past"
-    r"|database is not accepting commands (?:that (?:generate new MultiXactIds|assign new transaction IDs) )?"
+    r" (?:within (?P<xids>\d+) transactions|before (?P<mxids>\d+) more MultiXactIds? (?:is|are) used"
+    r"|before \d+ more multixact members? (?:is|are) used)"
+    r"|(?:oldest (?:xmin|multixact)|cutoff for (?:removing and freezing tuples|freezing multixacts)) is far in the past"
+    r"|database is not accepting commands (?:that (?:generate|assign) new (?:MultiXactIds|transaction IDs) )?"
     r'to avoid wraparound data loss in database (?:"(?P<stopped>[^"\n]{1,300})"|with OID (?P<oid>\d+))'
 )
 
@@ -55,8 +57,8 @@ class Wraparound:
     """Wraparound warnings, by database."""
 
     name: ClassVar[str] = "wraparound"
-    # A WARNING is of kind other, the stop is an error.
-    kinds: ClassVar[frozenset[Kind]] = frozenset({"other", "error"})
+    # The warnings are of kind autovacuum, the stop is an error (pglog/classify.py).
+    kinds: ClassVar[frozenset[Kind]] = frozenset({"autovacuum", "error"})
     lookback_seconds: ClassVar[int] = LOOKBACK_SECONDS
 
     def observe(self, line_id: int, doc: Mapping[str, Any]) -> Iterable[Observation]:

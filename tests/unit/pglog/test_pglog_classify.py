@@ -180,7 +180,7 @@ CASES = [
     ("FATAL", "the database system is starting up", "57P03", "server", "57P03", None),
     ("ERROR", 'relation "nope" does not exist at character 15', None, "error", None, None),
     ("ERROR", 'relation "nope" does not exist at character 15', "42P01", "error", "42P01", None),
-    ("FATAL", "terminating connection due to administrator command", None, "error", None, None),
+    ("FATAL", "terminating connection due to administrator command", None, "server", None, None),  # 57P01
     ("PANIC", 'could not write to file "pg_wal/xlogtemp.123": No space left on device', None, "error", None, None),
     ("WARNING", "there is no transaction in progress", None, "other", None, None),
     ("NOTICE", 'table "t" does not exist, skipping', None, "other", None, None),

@@ -1170,7 +1170,7 @@ CASES = [
         redacted=False,
     ),
     case(entry('ERROR:  could not obtain lock on row in relation "orders"'), "error", redacted=False),
-    case(entry("FATAL:  terminating connection due to administrator command"), "error", redacted=False),
+    case(entry("FATAL:  terminating connection due to administrator command"), "server", redacted=False),
     case(entry("FATAL:  terminating connection due to idle-in-transaction timeout"), "error"),
     case(entry("FATAL:  terminating connection due to idle-session timeout"), "error"),  # PG14+
     case(
@@ -1180,7 +1180,7 @@ CASES = [
             "exit, because another server process exited abnormally and possibly corrupted shared memory.",
             "HINT:  In a moment you should be able to reconnect to the database and repeat your command.",
         ),
-        "other",
+        "server",
         redacted=False,
     ),
     case(
