@@ -214,3 +214,20 @@ def test_forwarder_parse_reads_syslog_and_reports_other_programs() -> None:
         check=False,
     )
     assert wrong.returncode == 1 and b"did not match the syslog format with the prefix '%t %p '" in wrong.stderr
+
+
+def test_the_configured_ident_picks_the_servers_lines() -> None:
+    from forwarder.config import LogSourceConfig
+
+    text = (
+        b"Nov 24 03:40:01 h postgres[5]: [1-1] 2026-11-24 03:40:01.000 UTC [5] LOG:  checkpoint starting: time\n"
+        b"Nov 24 03:40:01 h pg-main[6]: [1-1] 2026-11-24 03:40:01.000 UTC [6] LOG:  checkpoint starting: wal\n"
+    )
+    log = LogSourceConfig.model_validate({"path": "/var/log/syslog", "format": "syslog", "syslog_ident": "pg-main"})
+    reader = make_reader(
+        log.format, line_prefix="%m [%p] ", timezone="UTC", full_text=True, syslog_ident=log.syslog_ident
+    )
+    (line,) = list(parse_stream(reader, [text]))
+    assert (line.pid, line.message) == (6, "checkpoint starting: wal")
+    with pytest.raises(ValueError, match="syslog_ident"):
+        LogSourceConfig.model_validate({"path": "x", "format": "syslog", "syslog_ident": "pg main"})
