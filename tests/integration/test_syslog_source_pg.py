@@ -24,8 +24,10 @@ import pytest
 from forwarder.model import LogLine, spec_fields
 from forwarder.pglog import make_reader, parse_stream
 from forwarder.pglog.syslog import SyslogReader
+from tests.daemonproc import DaemonProcess
 from tests.integration.test_syslog_rsyslog import MODULE_DIRS, RSYSLOGD
 from tests.pgcluster import PgCluster
+from tests.unit.pglog.test_pglog_cri import STDERR, cri_of
 
 PREFIX = "%m [%p] %q%u@%d/%a "  # tests/pgcluster.py's default (no %e: csvlog alone has the SQLSTATE)
 FIELDS = (
@@ -65,7 +67,7 @@ def _missing() -> str | None:
     return None
 
 
-pytestmark = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
+needs_rsyslog_and_root = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
 
 
 class Rsyslogd:
@@ -154,6 +156,7 @@ SELECT 'end-of-workload';
 """
 
 
+@needs_rsyslog_and_root
 def test_syslog_files_read_as_the_csvlog_of_the_same_events(pg_bin: Path, tmp_path: Path, syslog_root: Path) -> None:
     rsyslog = Rsyslogd(syslog_root)
     cluster = PgCluster(
@@ -197,3 +200,45 @@ def test_syslog_files_read_as_the_csvlog_of_the_same_events(pg_bin: Path, tmp_pa
             assert PASSWORD not in text and (VALUE in text) == full_text
             if full_text:  # the long statement was split by PostgreSQL and is whole again
                 assert b"-3] " in data and any("Y" * 1200 in (x.statement or "") for x in lines)
+
+
+FIXTURES = Path(__file__).parents[1] / "unit" / "pglog" / "fixtures"
+
+
+def test_the_daemon_reads_a_syslog_file_and_a_pod_log_and_resumes_where_it_stopped(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    (logs / "pod").mkdir(parents=True)
+    syslog = logs / "syslog"
+    syslog.write_bytes((FIXTURES / "pg15_syslog_traditional.log").read_bytes())
+    (logs / "pod" / "0.log").write_bytes(cri_of(STDERR))
+    prefix = "%m [%p] %q%u@%d "
+    d = DaemonProcess(
+        tmp_path / "fwd",
+        [
+            {"id": "sys", "name": "sys", "log": {"path": str(syslog), "format": "syslog", "line_prefix": prefix}},
+            {
+                "id": "pod",
+                "name": "pod",
+                "log": {"path": str(logs / "pod" / "*.log"), "format": "cri", "line_prefix": prefix},
+            },
+        ],
+    )
+    try:
+        d.start()
+        # The last message of the file is complete only after a quiet second: it comes all the same.
+        assert d.wait_for_line("sys", "shut down")
+        assert d.wait_for_line("pod", "shut down")
+        assert len(d.all_lines("sys")) == 36 and len(d.all_lines("pod")) == 19
+        assert d.stop() == 0
+        with syslog.open("ab") as f:
+            f.write(
+                b"Nov 24 03:34:00 vm CRON[9]: (root) CMD (true)\n"
+                b"Nov 24 03:34:00 vm postgres[77]: [1-1] 2026-11-24 03:34:00.000 UTC [77] LOG:  "
+                b"database system is ready to accept connections\n"
+            )
+        d.start()
+        assert len(d.wait_for_line("sys", "ready to accept", count=2)) == 2
+        lines = d.all_lines("sys")
+        assert len(lines) == 37  # nothing read twice
+    finally:
+        d.close()
