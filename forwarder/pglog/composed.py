@@ -75,10 +75,10 @@ class ComposedReader(LineReader):
         return self._inner.flush_written()
 
     def flush(self) -> list[LogLine]:
+        self._inner.full_text = self.full_text
         out = super().flush()  # a last line without newline goes through `_line`
         self._out = out
         self._flush_held()
-        self._inner.full_text = self.full_text
         out += self._inner.flush()
         return out
 

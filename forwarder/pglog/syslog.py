@@ -164,8 +164,10 @@ class SyslogReader(ComposedReader):
             return
         pid_text = m.group("pid")
         pid = int(pid_text) if pid_text else 0
-        iso = m.group("iso")
-        time_us = parse_rfc3339(iso) if iso else self._bsd_time(m.group("bsd"))
+        time_us: int | None = None
+        if self._add_time:  # the prefix has no time of its own: the syslog header's is the entry's
+            iso = m.group("iso")
+            time_us = parse_rfc3339(iso) if iso else self._bsd_time(m.group("bsd"))
         msg = unescape(text[m.end() :])
         seq: int | None = None
         chunk: int | None = None
