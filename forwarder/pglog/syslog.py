@@ -54,7 +54,7 @@ from typing import Final
 
 from forwarder.model import LogLine
 from forwarder.pglog.composed import ComposedReader, parse_rfc3339
-from forwarder.pglog.reader import IDLE_FLUSH_SECONDS
+from forwarder.pglog.reader import IDLE_FLUSH_SECONDS, MAX_ENTRY_BYTES
 from forwarder.pglog.times import load_zone
 
 PG_SYSLOG_LIMIT: Final = 900  # elog.c: the longest piece of a line PostgreSQL hands to syslog()
@@ -92,8 +92,9 @@ class _Message:
     time_us: int | None
     last_at: float  # monotonic time its last piece was read
     pid: int | None  # None: not a syslog line, fed as it is
-    lines: list[str] = field(default_factory=list)
+    lines: list[list[str]] = field(default_factory=list)  # each line as its pieces
     last_piece: str = ""
+    size: int = 0  # characters so far
     done: bool = False  # all its lines are in
 
 
@@ -156,7 +157,7 @@ class SyslogReader(ComposedReader):
         m = _LINE.match(text)
         if m is None:
             # Not a syslog line: kept as an entry that did not parse, never dropped.
-            self._queue.append(_Message(None, start, None, self._now, None, [unescape(text)], done=True))
+            self._queue.append(_Message(None, start, None, self._now, None, [[unescape(text)]], done=True))
             self._drain()
             return
         if m.group("tag") != self.ident:
@@ -193,20 +194,25 @@ class SyslogReader(ComposedReader):
             held.done = True
             held = None
         if chunk is None:  # a message of one line
-            self._queue.append(_Message(seq, start, time_us, self._now, pid, [msg], done=True))
+            self._queue.append(_Message(seq, start, time_us, self._now, pid, [[msg]], done=True))
             self._drain()
             return
         if held is None:
-            self._held[pid] = message = _Message(seq, start, time_us, self._now, pid, [msg], msg)
+            self._held[pid] = message = _Message(seq, start, time_us, self._now, pid, [[msg]], msg, len(msg))
             self._queue.append(message)
             self._drain()
             return
         held.last_at = self._now
         if self._continues(held.last_piece, msg):
-            held.lines[-1] += msg
+            held.lines[-1].append(msg)
         else:
-            held.lines.append(msg)
+            held.lines.append([msg])
         held.last_piece = msg
+        held.size += len(msg)
+        if held.size > MAX_ENTRY_BYTES:  # not PostgreSQL's (its entries are cut at 1 MiB anyway): let it go
+            del self._held[pid]
+            held.done = True
+            self._drain()
 
     # -- internals --------------------------------------------------------------------------------
 
@@ -230,7 +236,7 @@ class SyslogReader(ComposedReader):
         queue = self._queue
         while queue and queue[0].done:
             message = queue.popleft()
-            text = "\n".join(message.lines)  # a line may hold newlines (#012 with splitting off)
+            text = "\n".join("".join(pieces) for pieces in message.lines)  # #012 gives newlines too
             if text[-1:] == "\n":
                 text = text[:-1]  # PostgreSQL ends each message with a newline, kept when not split
             self._feed_text(text.split("\n"), message.start, message.time_us, message.pid)

@@ -231,3 +231,11 @@ def test_the_configured_ident_picks_the_servers_lines() -> None:
     assert (line.pid, line.message) == (6, "checkpoint starting: wal")
     with pytest.raises(ValueError, match="syslog_ident"):
         LogSourceConfig.model_validate({"path": "x", "format": "syslog", "syslog_ident": "pg main"})
+
+
+def test_a_message_is_not_held_past_the_entry_cap() -> None:
+    head = b"Nov 24 03:40:01 h postgres[5]: [1-1] 2026-11-24 03:40:01.000 UTC [5] LOG:  statement: SELECT\n"
+    pieces = b"".join(b"Nov 24 03:40:01 h postgres[5]: [1-%d] %s\n" % (k, b"x" * 900) for k in range(2, 1200))
+    reader = SyslogReader(line_prefix="%m [%p] ", timezone="UTC", full_text=True)
+    (line,) = reader.feed(head + pieces, 0.0)  # out at 1 MiB, the process still in the same message
+    assert line.truncated and line.statement is not None and line.statement.startswith("SELECT" + "x" * 900)
