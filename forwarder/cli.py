@@ -142,16 +142,27 @@ def cmd_keys(args: argparse.Namespace) -> int:
     return EX_OK
 
 
+# Formats whose lines hold PostgreSQL's stderr text, log_line_prefix included (csvlog and jsonlog have fields).
+_PREFIXED_FORMATS = frozenset({"stderr", "syslog", "cri"})
+
+
 def cmd_parse(args: argparse.Namespace) -> int:
     from forwarder.model import spec_fields
     from forwarder.pglog import make_reader, parse_stream
     from forwarder.pglog.stderr import unknown_escapes
 
-    if args.format == "stderr" and (unknown := unknown_escapes(args.prefix)):
+    prefixed = args.format in _PREFIXED_FORMATS  # the format carries PostgreSQL's stderr text
+    if prefixed and (unknown := unknown_escapes(args.prefix)):
         print(f"forwarder parse: PostgreSQL's log_line_prefix has no escape {', '.join(unknown)}", file=sys.stderr)
         return EX_USAGE
     try:
-        reader = make_reader(args.format, line_prefix=args.prefix, timezone=args.timezone, full_text=args.full_text)
+        reader = make_reader(
+            args.format,
+            line_prefix=args.prefix,
+            timezone=args.timezone,
+            full_text=args.full_text,
+            syslog_ident=args.syslog_ident,
+        )
     except (ValueError, NotImplementedError) as exc:
         print(f"forwarder parse: {exc}", file=sys.stderr)
         return EX_USAGE
@@ -164,18 +175,26 @@ def cmd_parse(args: argparse.Namespace) -> int:
         unparsed += line.unparsed
         out.write(orjson.dumps(spec_fields(line)) + b"\n")
     out.flush()
+    other = getattr(reader, "lines_other", 0)  # syslog: lines of other programs, skipped
+    if other:
+        print(
+            f"forwarder parse: skipped {other} lines of other programs (syslog tag not {args.syslog_ident!r})",
+            file=sys.stderr,
+        )
     if not unparsed:
         return EX_OK
     # The point of this command is checking a prefix before deploying: a prefix that matches
     # nothing turns every line into kind `other` with its text removed, which looks like output.
-    expected = f"the prefix {args.prefix!r}" if args.format == "stderr" else f"the {args.format} format"
+    expected = f"the {args.format} format" if args.format != "stderr" else ""
+    if prefixed:
+        expected += (" with " if expected else "") + f"the prefix {args.prefix!r}"
     print(
         f"forwarder parse: {unparsed} of {entries} entries did not match {expected}; they are kept whole as"
         " kind other (with values removed unless --full-text)",
         file=sys.stderr,
     )
     if reader.lines_matched == 0:
-        hint = " (run SHOW log_line_prefix; on the server)" if args.format == "stderr" else ""
+        hint = " (run SHOW log_line_prefix; on the server)" if prefixed else ""
         print(f"forwarder parse: no line matched: check {expected}{hint}", file=sys.stderr)
         return EX_FAILED
     return EX_OK
@@ -233,7 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("parse", help="parse PostgreSQL log text from stdin, print one JSON line per entry")
     p.add_argument("--format", default="stderr", choices=get_args(LogFormat))
-    p.add_argument("--prefix", default="%m [%p] ", help="log_line_prefix (stderr)")
+    p.add_argument("--prefix", default="%m [%p] ", help="log_line_prefix (stderr, syslog, cri)")
+    p.add_argument("--syslog-ident", default="postgres", help="syslog_ident (syslog: the tag of the server's lines)")
     p.add_argument("--timezone", default="UTC", help="log_timezone, an IANA name")
     p.add_argument("--full-text", action="store_true", help="keep values (no redaction)")
     p.set_defaults(func=cmd_parse)

@@ -145,8 +145,23 @@ class LogSourceConfig(_Section):
     """Where and how a database's server log is read."""
 
     path: str = Field(description="Glob of the log files, e.g. /var/log/postgresql/postgresql-*.log.")
-    format: LogFormat = Field("stderr", description="log_destination of the server: stderr, csvlog or jsonlog.")
-    line_prefix: str = Field("%m [%p] ", description="The server's log_line_prefix (stderr format only).")
+    format: LogFormat = Field(
+        "stderr",
+        description="How the server's log reaches the files: stderr, csvlog or jsonlog (log_destination with the "
+        "logging collector), syslog (a syslog daemon's file, e.g. /var/log/syslog) or cri (a Kubernetes node's "
+        "container log files, /var/log/pods/*/*/*.log).",
+    )
+    line_prefix: str = Field(
+        "%m [%p] ",
+        description="The server's log_line_prefix (formats stderr, syslog and cri; csvlog and jsonlog have fields).",
+    )
+    syslog_ident: str = Field(
+        "postgres",
+        min_length=1,
+        max_length=64,
+        pattern=r"^[^\s\[\]:]+$",
+        description="The server's syslog_ident (format syslog): its lines' tag; lines of other programs are skipped.",
+    )
     timezone: str = Field("UTC", description="The server's log_timezone, an IANA name.")
     poll_interval_seconds: float = Field(
         0.25,

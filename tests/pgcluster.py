@@ -189,13 +189,16 @@ class PgCluster:
         *,
         hba: str | None = None,
         pg_bin: Path | None = None,
+        dev_log: Path | None = None,
     ) -> None:
+        """`dev_log`: a syslog socket the server sees as /dev/log (see `_start_with_dev_log`; root only)."""
         bin_dir = pg_bin or find_pg_bin()
         if bin_dir is None:
             raise PgClusterError(NOT_INSTALLED_REASON)
         self.pg_bin = bin_dir
         self.base_dir = Path(base_dir).absolute()
         self.hba = DEFAULT_HBA if hba is None else hba
+        self.dev_log = dev_log
         self._as_root = os.geteuid() == 0
         self._server_user = SERVER_OS_USER if self._as_root else pwd.getpwuid(os.geteuid()).pw_name
         self._pw = pwd.getpwnam(self._server_user)
@@ -595,10 +598,45 @@ class PgCluster:
     def _pg_ctl_start(self) -> subprocess.CompletedProcess[str]:
         if self.startup_log.exists():
             self.startup_log.unlink()
-        return self._run_server_tool(
-            ["pg_ctl", "start", "-D", str(self.data_dir), "-l", str(self.startup_log), "-w", "-t", "60"],
-            check=False,
+        argv = ["pg_ctl", "start", "-D", str(self.data_dir), "-l", str(self.startup_log), "-w", "-t", "60"]
+        if self.dev_log is not None:
+            return self._start_with_dev_log(argv, self.dev_log)
+        return self._run_server_tool(argv, check=False, timeout=90)
+
+    def _start_with_dev_log(self, argv: list[str], dev_log: Path) -> subprocess.CompletedProcess[str]:
+        """Start the server in a private mount namespace whose /dev/log is `dev_log`.
+
+        PostgreSQL's syslog() writes to /dev/log; giving the server one of the test's own leaves the
+        host's syslog alone. The namespace's /dev is a tmpfs holding the few devices a server opens
+        (the host's, bind-mounted) and the link; /dev/shm is gone, so the cluster needs
+        dynamic_shared_memory_type = mmap. Needs root (mount namespaces); the server still runs as
+        the server OS user.
+        """
+        if not self._as_root:
+            raise PgClusterError("dev_log needs root: a mount namespace is how the server gets its own /dev/log")
+        real_dev = self.root / "realdev"
+        real_dev.mkdir(exist_ok=True)
+        script = (
+            'set -e; mount --rbind /dev "$0"; mount -t tmpfs -o mode=755 none /dev; '
+            'for n in null zero full random urandom; do touch /dev/$n; mount --bind "$0/$n" /dev/$n; done; '
+            'ln -s "$1" /dev/log; shift; exec "$@"'
+        )
+        as_server = ["setpriv", f"--reuid={self._pw.pw_uid}", f"--regid={self._pw.pw_gid}", "--clear-groups"]
+        return subprocess.run(
+            [
+                *("unshare", "--mount", "--propagation", "private", "sh", "-c", script, str(real_dev), str(dev_log)),
+                *as_server,
+                str(self.pg_bin / argv[0]),
+                *argv[1:],
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=self._server_env(),
+            cwd=self.root,
             timeout=90,
+            check=False,
         )
 
     def _startup_tail(self) -> str:
@@ -607,11 +645,8 @@ class PgCluster:
         except FileNotFoundError:
             return ""
 
-    def _run_server_tool(
-        self, argv: list[str], *, check: bool = True, timeout: float = 60
-    ) -> subprocess.CompletedProcess[str]:
-        """Run a PostgreSQL server program as the server OS user."""
-        env = {
+    def _server_env(self) -> dict[str, str]:
+        return {
             "PATH": f"{self.pg_bin}:/usr/bin:/bin",
             "LANG": "C",
             "LC_ALL": "C",
@@ -620,6 +655,12 @@ class PgCluster:
             "LOGNAME": self._server_user,
             "TZ": "UTC",
         }
+
+    def _run_server_tool(
+        self, argv: list[str], *, check: bool = True, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a PostgreSQL server program as the server OS user."""
+        env = self._server_env()
         kwargs: dict[str, Any] = {}
         if self._as_root:
             kwargs = {"user": self._pw.pw_uid, "group": self._pw.pw_gid, "extra_groups": []}

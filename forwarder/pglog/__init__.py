@@ -64,15 +64,18 @@ class EntryReader(Protocol):
     def flush(self) -> list[LogLine]: ...
 
 
-Format = Literal["stderr", "csvlog", "jsonlog"]
+Format = Literal["stderr", "csvlog", "jsonlog", "syslog", "cri"]
 
 
-def make_reader(fmt: Format, *, line_prefix: str, timezone: str, full_text: bool) -> EntryReader:
+def make_reader(
+    fmt: Format, *, line_prefix: str, timezone: str, full_text: bool, syslog_ident: str = "postgres"
+) -> EntryReader:
     """A reader for one log file of format `fmt`.
 
-    `line_prefix` is the server's `log_line_prefix` (stderr only), `timezone` its `log_timezone`
+    `line_prefix` is the server's `log_line_prefix` (stderr, syslog, cri), `timezone` its `log_timezone`
     (an IANA name; resolves the zone abbreviations in log times), `full_text` the initial setting
-    (settable later on the reader). Raises ValueError for an unknown format or time zone.
+    (settable later on the reader), `syslog_ident` the server's `syslog_ident` (syslog only: the
+    tag of its lines among other programs'). Raises ValueError for an unknown format or time zone.
     """
     if fmt == "stderr":
         from forwarder.pglog.stderr import StderrReader
@@ -88,6 +91,15 @@ def make_reader(fmt: Format, *, line_prefix: str, timezone: str, full_text: bool
         from forwarder.pglog.jsonlog import JsonlogReader
 
         return JsonlogReader(timezone=timezone, full_text=full_text)
+    # syslog and cri wrap the stderr text in an envelope: pglog.composed unwraps it for a StderrReader.
+    if fmt == "syslog":
+        from forwarder.pglog.syslog import SyslogReader
+
+        return SyslogReader(line_prefix=line_prefix, timezone=timezone, full_text=full_text, ident=syslog_ident)
+    if fmt == "cri":
+        from forwarder.pglog.cri import CriReader
+
+        return CriReader(line_prefix=line_prefix, timezone=timezone, full_text=full_text)
     raise ValueError(f"unknown log format {fmt!r}")
 
 

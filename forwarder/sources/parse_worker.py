@@ -32,6 +32,7 @@ class ReaderSpec:
     line_prefix: str
     timezone: str
     identity: Identity
+    syslog_ident: str = "postgres"
 
 
 # rows, committed offset, lines matched, unparsed, truncated, how well the log's times were read
@@ -102,7 +103,13 @@ def ready_lines(reader: EntryReader, now: float, at_end: bool) -> list[LogLine]:
 
 
 def w_open(handle: int, spec: ReaderSpec, full_text: bool) -> None:
-    reader = make_reader(spec.fmt, line_prefix=spec.line_prefix, timezone=spec.timezone, full_text=full_text)
+    reader = make_reader(
+        spec.fmt,
+        line_prefix=spec.line_prefix,
+        timezone=spec.timezone,
+        full_text=full_text,
+        syslog_ident=spec.syslog_ident,
+    )
     _READERS[handle] = (reader, spec.identity)
 
 

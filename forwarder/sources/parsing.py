@@ -84,7 +84,13 @@ class LocalReader:
     """Parses in this process (tests, `ingest.parse_workers = 0`)."""
 
     def __init__(self, spec: ReaderSpec, full_text: bool) -> None:
-        self._reader = make_reader(spec.fmt, line_prefix=spec.line_prefix, timezone=spec.timezone, full_text=full_text)
+        self._reader = make_reader(
+            spec.fmt,
+            line_prefix=spec.line_prefix,
+            timezone=spec.timezone,
+            full_text=full_text,
+            syslog_ident=spec.syslog_ident,
+        )
         self._identity = spec.identity
         self.full_text = full_text
         self._times = TimeCounts()

@@ -241,7 +241,8 @@ class DatabaseFollower:
         self._wake.set()
 
     async def _new_reader(self) -> AsyncReader:
-        spec = ReaderSpec(self.db.log.format, self.db.log.line_prefix, self.db.log.timezone, self.identity)
+        log = self.db.log
+        spec = ReaderSpec(log.format, log.line_prefix, log.timezone, self.identity, log.syslog_ident)
         if self._worker is None:
             return LocalReader(spec, self._full_text)
         return await self._worker.open(spec, self._full_text)

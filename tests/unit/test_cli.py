@@ -34,7 +34,7 @@ log = { path = "/var/log/postgresql/*.log" }
 [[databases]]
 id = "Second DB"
 name = "second"
-log = { path = "/var/log/x/*.log", format = "syslog", timezone = "Mars/Olympus" }
+log = { path = "/var/log/x/*.log", format = "eventlog", timezone = "Mars/Olympus" }
 """
 
 

@@ -178,7 +178,7 @@ def test_prefix_without_time_uses_the_time_of_reading() -> None:
 
 def test_an_unknown_format_is_refused() -> None:
     with pytest.raises(ValueError, match="format"):
-        make_reader("syslog", line_prefix="", timezone="UTC", full_text=False)  # type: ignore[arg-type]
+        make_reader("eventlog", line_prefix="", timezone="UTC", full_text=False)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
