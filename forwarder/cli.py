@@ -142,16 +142,12 @@ def cmd_keys(args: argparse.Namespace) -> int:
     return EX_OK
 
 
-# Formats whose lines hold PostgreSQL's stderr text, log_line_prefix included (csvlog and jsonlog have fields).
-_PREFIXED_FORMATS = frozenset({"stderr", "syslog", "cri"})
-
-
 def cmd_parse(args: argparse.Namespace) -> int:
     from forwarder.model import spec_fields
-    from forwarder.pglog import make_reader, parse_stream
-    from forwarder.pglog.stderr import unknown_escapes
+    from forwarder.pglog import make_reader, parse_stream, uses_line_prefix
+    from forwarder.pglog.stderr import compile_prefix, unknown_escapes
 
-    prefixed = args.format in _PREFIXED_FORMATS  # the format carries PostgreSQL's stderr text
+    prefixed = uses_line_prefix(args.format)  # the format carries PostgreSQL's stderr text
     if prefixed and (unknown := unknown_escapes(args.prefix)):
         print(f"forwarder parse: PostgreSQL's log_line_prefix has no escape {', '.join(unknown)}", file=sys.stderr)
         return EX_USAGE
@@ -175,12 +171,17 @@ def cmd_parse(args: argparse.Namespace) -> int:
         unparsed += line.unparsed
         out.write(orjson.dumps(spec_fields(line)) + b"\n")
     out.flush()
-    other = getattr(reader, "lines_other", 0)  # syslog: lines of other programs, skipped
+    other = reader.lines_other  # syslog: lines of other programs, skipped
     if other:
         print(
             f"forwarder parse: skipped {other} lines of other programs (syslog tag not {args.syslog_ident!r})",
             file=sys.stderr,
         )
+    # Times in a zone --timezone does not use are read right but say the setting is wrong.
+    prefix_has_time = not (args.format == "stderr" and compile_prefix(args.prefix).time_kind == "")
+    note = reader.time_counts.note(args.timezone, setting="--timezone", prefix_has_time=prefix_has_time)
+    if note is not None:
+        print(f"forwarder parse: {note}", file=sys.stderr)
     if not unparsed:
         return EX_OK
     # The point of this command is checking a prefix before deploying: a prefix that matches

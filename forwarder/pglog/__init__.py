@@ -38,7 +38,7 @@ __all__ = [
     "TimeCounts",
     "make_reader",
     "parse_stream",
-    "time_counts",
+    "uses_line_prefix",
 ]
 
 
@@ -49,8 +49,14 @@ class EntryReader(Protocol):
     # Physical lines that were in the configured format (a prefixed line, a CSV record...): a file
     # whose lines never are is reported as a format mismatch in the overview.
     lines_matched: int
-    # Optional (see `time_counts`): a `time_counts` attribute or property, `TimeCounts`, saying
-    # how many times were read in a zone `timezone` does not use or not read at all.
+    # Physical lines of other programs in a file shared with them (a syslog file): skipped, they
+    # are neither entries nor lines in a wrong format.
+    lines_other: int
+
+    @property
+    def time_counts(self) -> TimeCounts:
+        """How many times were read in a zone `timezone` does not use, or not read at all."""
+        ...
 
     @property
     def committed_offset(self) -> int: ...
@@ -65,6 +71,11 @@ class EntryReader(Protocol):
 
 
 Format = Literal["stderr", "csvlog", "jsonlog", "syslog", "cri"]
+
+
+def uses_line_prefix(fmt: Format) -> bool:
+    """Whether the format's lines carry `log_line_prefix` (csvlog and jsonlog have fields instead)."""
+    return fmt not in ("csvlog", "jsonlog")
 
 
 def make_reader(
@@ -101,13 +112,6 @@ def make_reader(
 
         return CriReader(line_prefix=line_prefix, timezone=timezone, full_text=full_text)
     raise ValueError(f"unknown log format {fmt!r}")
-
-
-def time_counts(reader: EntryReader) -> TimeCounts:
-    """The reader's `TimeCounts`; all zero for a reader that keeps none (a reader that wraps
-    another one passes the inner reader's on as its own `time_counts`)."""
-    counts = getattr(reader, "time_counts", None)
-    return counts if isinstance(counts, TimeCounts) else TimeCounts()
 
 
 def parse_stream(reader: EntryReader, chunks: Iterable[bytes]) -> Iterator[LogLine]:

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from forwarder.model import LogLine
 from forwarder.pglog.reader import LineReader
 from forwarder.pglog.stderr import StderrReader, compile_prefix
+from forwarder.pglog.times import TimeCounts
 
 
 class ComposedReader(LineReader):
@@ -58,6 +59,11 @@ class ComposedReader(LineReader):
         best = min((outer for _, outer in starts), default=self._consumed)
         held = self._held_start()
         return best if held is None else min(best, held)
+
+    @property
+    def time_counts(self) -> TimeCounts:
+        """The inner reader's: the times are read there (the envelope's time when the prefix has none)."""
+        return self._inner.time_counts
 
     def feed(self, data: bytes, now: float) -> list[LogLine]:
         self._now = now

@@ -54,6 +54,7 @@ class LineReader(ABC):
         self._last_data: float | None = None
         self._out: list[LogLine] = []
         self.lines_matched = 0  # physical lines in the configured format (see EntryReader)
+        self.lines_other = 0  # physical lines of other programs, skipped (see EntryReader)
         self._record_start = -1  # start of a record still open across physical lines, or -1
         # The format's parser of log times, if it has one (its zone counts go into `time_counts`),
         # and the entries stamped with the time of reading because their own time was unreadable.

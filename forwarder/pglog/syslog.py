@@ -117,7 +117,6 @@ class SyslogReader(ComposedReader):
         self._held: dict[int, _Message] = {}  # per process: its message whose lines still come
         self._queue: deque[_Message] = deque()  # every message not fed yet, in the order they start
         self._numbered = True  # syslog_sequence_numbers (see the module docstring)
-        self.lines_other = 0  # lines of other programs, skipped
 
     # -- EntryReader ------------------------------------------------------------------------------
 

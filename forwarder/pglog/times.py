@@ -52,6 +52,35 @@ class TimeCounts:
     foreign_zone_known: bool = True
     read_time: int = 0
 
+    def note(self, timezone: str, *, setting: str, prefix_has_time: bool = True) -> str | None:
+        """What these counts mean for the user, in words; None when every time was read as meant.
+
+        `timezone` is the configured zone, `setting` where it is configured (`log.timezone`,
+        `--timezone`), `prefix_has_time` False when the prefix has no %m, %t or %n (which is
+        then why entries carry the time of reading).
+        """
+        notes = []
+        zone = self.foreign_zone
+        if self.zone_mismatches and zone is not None:
+            if self.foreign_zone_known:
+                notes.append(
+                    f"the log's times are in {zone}, but {setting} is {timezone}: set {setting} to the server's"
+                    f" log_timezone ({self.zone_mismatches} lines were read with PostgreSQL's default meaning"
+                    f" of {zone})"
+                )
+            else:
+                notes.append(
+                    f"the log's times are in {zone}, which neither {setting} ({timezone}) nor PostgreSQL's default"
+                    f" abbreviations know: {self.zone_mismatches} lines were read as {timezone}; set {setting} to"
+                    " the server's log_timezone"
+                )
+        if self.read_time:
+            why = "" if prefix_has_time else " (the prefix has no %m, %t or %n)"
+            notes.append(
+                f"{self.read_time} entries had no readable time of their own and carry the time they were read{why}"
+            )
+        return "; ".join(notes) or None
+
 
 def _numeric_offset(abbrev: str) -> int | None:
     """Seconds east of UTC for `+01`, `-03`, `+0530`, `+05:30`; None if not numeric."""

@@ -18,9 +18,10 @@ import signal
 import sys
 import threading
 from dataclasses import dataclass
+from typing import Final
 
 from forwarder.model import LogLine
-from forwarder.pglog import EntryReader, Format, TimeCounts, make_reader, time_counts
+from forwarder.pglog import EntryReader, Format, TimeCounts, make_reader
 from forwarder.store.lines import Identity, Row, encode_rows
 
 
@@ -35,19 +36,39 @@ class ReaderSpec:
     syslog_ident: str = "postgres"
 
 
-# rows, committed offset, lines matched, unparsed, truncated, how well the log's times were read
-Parsed = tuple[list[Row], int, int, int, int, TimeCounts]
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    """What one step of a reader gives: rows to store, and the reader's counts after the step."""
+
+    rows: list[Row]
+    committed_offset: int  # EntryReader.committed_offset
+    lines_matched: int  # EntryReader.lines_matched
+    lines_other: int  # EntryReader.lines_other
+    unparsed: int  # of `rows`: entries not in the format
+    truncated: int  # of `rows`: entries cut at the entry cap
+    times: TimeCounts  # EntryReader.time_counts
 
 
-def rows_of(identity: Identity, lines: list[LogLine]) -> tuple[list[Row], int, int]:
-    """Rows to store, and how many of the lines were not in the format and how many were cut."""
+NOTHING_PARSED: Final = Parsed([], 0, 0, 0, 0, 0, TimeCounts())
+
+
+def parsed(reader: EntryReader, identity: Identity, lines: list[LogLine]) -> Parsed:
+    """The rows of `lines` (just returned by `reader`) and the reader's counts."""
     unparsed = truncated = 0
     for line in lines:
         if line.unparsed:
             unparsed += 1
         if line.truncated:
             truncated += 1
-    return encode_rows(identity, lines), unparsed, truncated
+    return Parsed(
+        encode_rows(identity, lines),
+        reader.committed_offset,
+        reader.lines_matched,
+        reader.lines_other,
+        unparsed,
+        truncated,
+        reader.time_counts,
+    )
 
 
 # --- what runs in the worker process ----------------------------------------------------------
@@ -124,8 +145,7 @@ def w_call(handle: int, op: str, full_text: bool, data: bytes, now: float) -> Pa
         lines = ready_lines(reader, now, True)
     else:
         lines = reader.flush()
-    rows, unparsed, truncated = rows_of(identity, lines)
-    return rows, reader.committed_offset, reader.lines_matched, unparsed, truncated, time_counts(reader)
+    return parsed(reader, identity, lines)
 
 
 def w_close(handle: int) -> None:

@@ -25,12 +25,13 @@ from typing import Any, Protocol
 
 from forwarder import metrics
 from forwarder.model import LogLine
-from forwarder.pglog import TimeCounts, make_reader, time_counts
+from forwarder.pglog import TimeCounts, make_reader
 from forwarder.sources.parse_worker import (
+    NOTHING_PARSED,
     Parsed,
     ReaderSpec,
+    parsed,
     ready_lines,
-    rows_of,
     w_call,
     w_close,
     w_count,
@@ -69,6 +70,8 @@ class AsyncReader(Protocol):
     @property
     def lines_matched(self) -> int: ...
     @property
+    def lines_other(self) -> int: ...
+    @property
     def time_counts(self) -> TimeCounts: ...
     async def feed(self, data: bytes, now: float) -> list[Row]: ...
     async def flush_ready(self, now: float, at_end: bool) -> list[Row]:
@@ -80,10 +83,41 @@ class AsyncReader(Protocol):
     async def aclose(self) -> None: ...
 
 
-class LocalReader:
+class _Counts:
+    """The counts of the `AsyncReader` protocol, from the last `Parsed` of a reader; metrics of each step."""
+
+    def __init__(self, database_id: str) -> None:
+        self._database_id = database_id
+        self._last = NOTHING_PARSED
+
+    @property
+    def committed_offset(self) -> int:
+        return self._last.committed_offset
+
+    @property
+    def lines_matched(self) -> int:
+        return self._last.lines_matched
+
+    @property
+    def lines_other(self) -> int:
+        return self._last.lines_other
+
+    @property
+    def time_counts(self) -> TimeCounts:
+        return self._last.times
+
+    def _took(self, step: Parsed) -> list[Row]:
+        _count(self._database_id, step.unparsed, step.truncated)
+        _count_times(self._database_id, self._last.times, step.times)
+        self._last = step
+        return step.rows
+
+
+class LocalReader(_Counts):
     """Parses in this process (tests, `ingest.parse_workers = 0`)."""
 
     def __init__(self, spec: ReaderSpec, full_text: bool) -> None:
+        super().__init__(spec.identity.database_id)
         self._reader = make_reader(
             spec.fmt,
             line_prefix=spec.line_prefix,
@@ -93,27 +127,9 @@ class LocalReader:
         )
         self._identity = spec.identity
         self.full_text = full_text
-        self._times = TimeCounts()
-
-    @property
-    def committed_offset(self) -> int:
-        return self._reader.committed_offset
-
-    @property
-    def lines_matched(self) -> int:
-        return self._reader.lines_matched
-
-    @property
-    def time_counts(self) -> TimeCounts:
-        return self._times
 
     def _done(self, lines: list[LogLine]) -> list[Row]:
-        rows, unparsed, truncated = rows_of(self._identity, lines)
-        _count(self._identity.database_id, unparsed, truncated)
-        times = time_counts(self._reader)
-        _count_times(self._identity.database_id, self._times, times)
-        self._times = times
-        return rows
+        return self._took(parsed(self._reader, self._identity, lines))
 
     async def feed(self, data: bytes, now: float) -> list[Row]:
         self._reader.full_text = self.full_text
@@ -177,37 +193,18 @@ class ParseWorker:
             self._pool = None
 
 
-class WorkerReader:
+class WorkerReader(_Counts):
     """A reader living in a ParseWorker."""
 
     def __init__(self, worker: ParseWorker, handle: int, full_text: bool, database_id: str) -> None:
+        super().__init__(database_id)
         self._worker = worker
-        self._database_id = database_id
         self._handle = handle
         self.full_text = full_text
-        self._committed = 0
-        self._matched = 0
-        self._times = TimeCounts()
-
-    @property
-    def committed_offset(self) -> int:
-        return self._committed
-
-    @property
-    def lines_matched(self) -> int:
-        return self._matched
-
-    @property
-    def time_counts(self) -> TimeCounts:
-        return self._times
 
     async def _call(self, op: str, data: bytes = b"", now: float = 0.0) -> list[Row]:
-        parsed: Parsed = await self._worker.call(w_call, self._handle, op, self.full_text, data, now)
-        rows, self._committed, self._matched, unparsed, truncated, times = parsed
-        _count(self._database_id, unparsed, truncated)
-        _count_times(self._database_id, self._times, times)
-        self._times = times
-        return rows
+        step: Parsed = await self._worker.call(w_call, self._handle, op, self.full_text, data, now)
+        return self._took(step)
 
     async def feed(self, data: bytes, now: float) -> list[Row]:
         return await self._call("feed", data, now)

@@ -40,7 +40,7 @@ from forwarder.clock import Clock
 from forwarder.config import DatabaseConfig
 from forwarder.logsetup import RepeatedFailureLog
 from forwarder.model import KINDS
-from forwarder.pglog import TimeCounts
+from forwarder.pglog import TimeCounts, uses_line_prefix
 from forwarder.pglog.stderr import compile_prefix
 from forwarder.sources.parsing import AsyncReader, LocalReader, ParseWorker, ReaderSpec
 from forwarder.sources.watch import DirectoryWatch, watched_directory
@@ -435,12 +435,17 @@ class DatabaseFollower:
                 f.close()  # PostgreSQL writes only the newest file; reopened if this one grows
         if problem is None:
             current = self._files.get(newest_key)
-            if current is not None and current.seen_lines >= MISMATCH_LINES and current.reader.lines_matched == 0:
+            # Lines of other programs (a shared syslog file) say nothing about the format.
+            if (
+                current is not None
+                and current.seen_lines - current.reader.lines_other >= MISMATCH_LINES
+                and current.reader.lines_matched == 0
+            ):
                 problem = SourceStatus(
                     "format_mismatch",
                     newest_path,
                     f"no line matches the configured {self.db.log.format} format"
-                    + (f" with prefix {self.db.log.line_prefix!r}" if self.db.log.format == "stderr" else ""),
+                    + (f" with prefix {self.db.log.line_prefix!r}" if uses_line_prefix(self.db.log.format) else ""),
                 )
         current = self._files.get(newest_key)
         times = current.reader.time_counts if current is not None else NO_TIME_COUNTS
@@ -454,30 +459,9 @@ class DatabaseFollower:
 
     def _time_note(self, times: TimeCounts) -> str | None:
         """What the overview says about the log's times, in words; None when all is well."""
-        notes = []
-        tz = self.db.log.timezone
-        if times.zone_mismatches and times.foreign_zone is not None:
-            zone = times.foreign_zone
-            if times.foreign_zone_known:
-                notes.append(
-                    f"the log's times are in {zone}, but log.timezone is {tz}: set log.timezone to the server's"
-                    f" log_timezone ({times.zone_mismatches} lines were read with PostgreSQL's default meaning"
-                    f" of {zone})"
-                )
-            else:
-                notes.append(
-                    f"the log's times are in {zone}, which neither log.timezone ({tz}) nor PostgreSQL's default"
-                    f" abbreviations know: {times.zone_mismatches} lines were read as {tz}; set log.timezone to the"
-                    " server's log_timezone"
-                )
-        if times.read_time:
-            why = ""
-            if self.db.log.format == "stderr" and self._prefix_has_no_time():
-                why = " (the prefix has no %m, %t or %n)"
-            notes.append(
-                f"{times.read_time} entries had no readable time of their own and carry the time they were read{why}"
-            )
-        return "; ".join(notes) or None
+        log = self.db.log
+        no_time = log.format == "stderr" and self._prefix_has_no_time()
+        return times.note(log.timezone, setting="log.timezone", prefix_has_time=not no_time)
 
     def _prefix_has_no_time(self) -> bool:
         try:

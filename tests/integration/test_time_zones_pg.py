@@ -14,7 +14,7 @@ import re
 import pytest
 
 from forwarder.model import LogLine
-from forwarder.pglog import Format, TimeCounts, make_reader, parse_stream, time_counts
+from forwarder.pglog import Format, TimeCounts, make_reader, parse_stream
 from tests.pgcluster import PgCluster, PgClusterFactory
 
 APPS = ("app=[x] y,z", "[bracket] app, with comma")
@@ -34,7 +34,7 @@ def read(data: bytes, fmt: Format, prefix: str, timezone: str) -> tuple[list[Log
     reader = make_reader(fmt, line_prefix=prefix, timezone=timezone, full_text=True)
     lines = list(parse_stream(reader, [data]))
     assert lines and not any(line.unparsed for line in lines)
-    return lines, time_counts(reader)
+    return lines, reader.time_counts
 
 
 def server_instants(cluster: PgCluster, texts: list[str]) -> list[int]:

@@ -164,6 +164,24 @@ def test_parse_says_when_the_prefix_matches_nothing() -> None:
     assert csv.returncode == 1 and "did not match the csvlog format" in csv.stderr
 
 
+def test_parse_says_when_the_log_is_in_another_time_zone() -> None:
+    # A server whose log_timezone is America/New_York, in January (EST, UTC-5).
+    est = (
+        "2026-01-15 10:00:00.123 EST [42] app@shop LOG:  checkpoint starting: time\n"
+        "2026-01-15 10:00:01.456 EST [42] app@shop LOG:  checkpoint complete: wrote 0 buffers\n"
+    )
+    out = run("parse", "--prefix", "%m [%p] %q%u@%d ", stdin=est)
+    assert out.returncode == 0
+    assert [json.loads(x)["time"] for x in out.stdout.splitlines()] == [
+        "2026-01-15T15:00:00.123Z",
+        "2026-01-15T15:00:01.456Z",
+    ]
+    assert "the log's times are in EST, but --timezone is UTC" in out.stderr
+    assert "2 lines were read with PostgreSQL's default meaning of EST" in out.stderr
+    right = run("parse", "--prefix", "%m [%p] %q%u@%d ", "--timezone", "America/New_York", stdin=est)
+    assert right.stderr == "" and right.stdout == out.stdout
+
+
 @pytest.fixture
 def live(tmp_path: Path) -> DaemonProcess:
     logs = tmp_path / "pglogs"

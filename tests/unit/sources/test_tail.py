@@ -137,6 +137,26 @@ async def test_format_mismatch_is_reported(store: Store, tmp_path: Path) -> None
     assert len(await messages(store)) == 30  # each kept as kind `other`
 
 
+async def test_other_programs_in_a_syslog_file_are_no_format_mismatch(store: Store, tmp_path: Path) -> None:
+    # A busy /var/log/syslog where PostgreSQL is quiet: 30 lines of cron, then one of PostgreSQL.
+    cron = b"".join(b"Nov 22 10:00:%02d host CRON[7]: (root) CMD (run-parts)\n" % i for i in range(30))
+    (tmp_path / "syslog").write_bytes(cron)
+    db = DatabaseConfig(
+        id="main", name="main", host="h", log=LogSourceConfig(path=str(tmp_path / "syslog"), format="syslog")
+    )
+    f = DatabaseFollower(db, await store.register_database(db), store, FakeClock())
+    _made.append(f)
+    await f.poll()
+    assert f.status.state == "reading", f.status.reason
+    assert await messages(store) == []  # other programs' lines are not PostgreSQL's entries
+    with (tmp_path / "syslog").open("ab") as out:
+        out.write(b"Nov 22 10:00:31 host postgres[9]: [1-1] 2026-11-22 10:00:31.000 UTC [9] LOG:  checkpoint starting:")
+        out.write(b" time\n")
+    await f.poll()
+    await f.drain()
+    assert f.status.state == "reading" and await messages(store) == ["checkpoint starting: time"]
+
+
 async def test_unreadable_file_is_reported_and_reading_goes_on(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
