@@ -2,19 +2,18 @@
 
 The stderr fixture was recorded from a real PostgreSQL 15.18 (log_line_prefix '%m [%p] %q%u@%d ',
 log_statement = 'all', log_min_duration_statement = 0), with a 40 kB statement, a multi-line
-statement and an error. `cri_of` writes it the way containerd does (pkg/cri/io/logger.go,
-redirectLogs: each line as `<RFC3339Nano time> <stream> <P|F> <content>`, a line over
-max_container_log_line_size, 16 KiB by default, cut into `P` records of exactly that size and
-a last `F` record; kubernetes/cri-api's CRI logging format).
+statement and an error. `cri_of` (envelopes.py) writes it the way containerd does.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from envelopes import CRI_MAX_LINE as MAX_LINE
+from envelopes import cri_of
 
 from forwarder.model import LogLine, spec_fields
 from forwarder.pglog import make_reader, parse_stream
@@ -22,25 +21,6 @@ from forwarder.pglog import make_reader, parse_stream
 FIXTURES = Path(__file__).parent / "fixtures"
 PREFIX = "%m [%p] %q%u@%d "
 STDERR = (FIXTURES / "pg15_stderr_for_cri.log").read_bytes()
-MAX_LINE = 16 * 1024
-T0 = datetime(2026, 11, 24, 3, 38, 7, 500000, tzinfo=UTC)
-
-
-def rfc3339nano(t: datetime) -> str:
-    """Go's time.RFC3339Nano: trailing zeros of the fraction dropped."""
-    frac = f"{t.microsecond:06d}000".rstrip("0")
-    return t.strftime("%Y-%m-%dT%H:%M:%S") + (f".{frac}" if frac else "") + "Z"
-
-
-def cri_of(text: bytes, stream: str = "stderr", t0: datetime = T0) -> bytes:
-    out = []
-    for i, line in enumerate(text.split(b"\n")[:-1]):
-        stamp = rfc3339nano(t0 + timedelta(microseconds=1001 * i)).encode()
-        pieces = [line[k : k + MAX_LINE] for k in range(0, len(line), MAX_LINE)] or [b""]
-        for j, piece in enumerate(pieces):
-            tag = b"F" if j == len(pieces) - 1 else b"P"
-            out.append(stamp + b" " + stream.encode() + b" " + tag + b" " + piece + b"\n")
-    return b"".join(out)
 
 
 def fields(lines: list[LogLine]) -> list[dict[str, Any]]:
