@@ -62,16 +62,22 @@ class TimeCounts:
         notes = []
         zone = self.foreign_zone
         if self.zone_mismatches and zone is not None:
-            if self.foreign_zone_known:
+            if zone[:1] in ("+", "-") or zone in _FIXED:
+                # A numeric zone (or UTC) says its own offset: the times are right, the setting is not.
                 notes.append(
                     f"the log's times are in {zone}, but {setting} is {timezone}: set {setting} to the server's"
-                    f" log_timezone ({self.zone_mismatches} lines were read with PostgreSQL's default meaning"
+                    f" log_timezone ({_lines(self.zone_mismatches)} read with the offset they carry)"
+                )
+            elif self.foreign_zone_known:
+                notes.append(
+                    f"the log's times are in {zone}, but {setting} is {timezone}: set {setting} to the server's"
+                    f" log_timezone ({_lines(self.zone_mismatches)} read with PostgreSQL's default meaning"
                     f" of {zone})"
                 )
             else:
                 notes.append(
                     f"the log's times are in {zone}, which neither {setting} ({timezone}) nor PostgreSQL's default"
-                    f" abbreviations know: {self.zone_mismatches} lines were read as {timezone}; set {setting} to"
+                    f" abbreviations know: {_lines(self.zone_mismatches)} read as {timezone}; set {setting} to"
                     " the server's log_timezone"
                 )
         if self.read_time:
@@ -80,6 +86,10 @@ class TimeCounts:
                 f"{self.read_time} entries had no readable time of their own and carry the time they were read{why}"
             )
         return "; ".join(notes) or None
+
+
+def _lines(n: int) -> str:
+    return "1 line was" if n == 1 else f"{n} lines were"
 
 
 def _numeric_offset(abbrev: str) -> int | None:

@@ -9,7 +9,7 @@ import pytest
 
 from forwarder.model import format_time
 from forwarder.pglog import tzabbrev
-from forwarder.pglog.times import TimeParser
+from forwarder.pglog.times import TimeCounts, TimeParser
 
 INSTALLED_DEFAULT = Path("/usr/share/postgresql/15/timezonesets/Default")
 
@@ -79,3 +79,29 @@ def test_the_table_is_postgresqls_default_file() -> None:
     fixed, dynamic = tzabbrev.parse_tznames(INSTALLED_DEFAULT.read_text())
     assert fixed == tzabbrev.FIXED
     assert dynamic == tzabbrev.DYNAMIC
+
+
+@pytest.mark.parametrize(
+    ("counts", "expected"),
+    [
+        (TimeCounts(), None),
+        (
+            TimeCounts(3, "EST", True, 0),
+            "the log's times are in EST, but log.timezone is UTC: set log.timezone to the server's log_timezone"
+            " (3 lines were read with PostgreSQL's default meaning of EST)",
+        ),
+        (
+            TimeCounts(1, "-03", True, 0),
+            "the log's times are in -03, but log.timezone is UTC: set log.timezone to the server's log_timezone"
+            " (1 line was read with the offset they carry)",
+        ),
+        (
+            TimeCounts(2, "XYZT", False, 0),
+            "the log's times are in XYZT, which neither log.timezone (UTC) nor PostgreSQL's default abbreviations"
+            " know: 2 lines were read as UTC; set log.timezone to the server's log_timezone",
+        ),
+        (TimeCounts(read_time=4), "4 entries had no readable time of their own and carry the time they were read"),
+    ],
+)
+def test_the_note_says_what_the_counts_mean(counts: TimeCounts, expected: str | None) -> None:
+    assert counts.note("UTC", setting="log.timezone") == expected
