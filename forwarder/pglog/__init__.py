@@ -59,13 +59,13 @@ class EntryReader(Protocol):
     def flush(self) -> list[LogLine]: ...
 
 
-Format = Literal["stderr", "csvlog", "jsonlog"]
+Format = Literal["stderr", "csvlog", "jsonlog", "journal"]
 
 
 def make_reader(fmt: Format, *, line_prefix: str, timezone: str, full_text: bool) -> EntryReader:
     """A reader for one log file of format `fmt`.
 
-    `line_prefix` is the server's `log_line_prefix` (stderr only), `timezone` its `log_timezone`
+    `line_prefix` is the server's `log_line_prefix` (stderr and journal), `timezone` its `log_timezone`
     (an IANA name; resolves the zone abbreviations in log times), `full_text` the initial setting
     (settable later on the reader). Raises ValueError for an unknown format or time zone.
     """
@@ -83,6 +83,10 @@ def make_reader(fmt: Format, *, line_prefix: str, timezone: str, full_text: bool
         from forwarder.pglog.jsonlog import JsonlogReader
 
         return JsonlogReader(timezone=timezone, full_text=full_text)
+    if fmt == "journal":  # `journalctl -o json`: each record's MESSAGE is a line of the stderr format
+        from forwarder.pglog.journal import JournalReader
+
+        return JournalReader(line_prefix=line_prefix, timezone=timezone, full_text=full_text)
     raise ValueError(f"unknown log format {fmt!r}")
 
 
