@@ -152,6 +152,14 @@ def cmd_parse(args: argparse.Namespace) -> int:
         return EX_USAGE
     try:
         reader = make_reader(args.format, line_prefix=args.prefix, timezone=args.timezone, full_text=args.full_text)
+        if args.identifier:
+            if args.format != "journal":
+                raise ValueError("--identifier is for --format journal")
+            from forwarder.pglog.journal import JournalReader
+
+            reader = JournalReader(
+                line_prefix=args.prefix, timezone=args.timezone, full_text=args.full_text, identifiers=args.identifier
+            )
     except (ValueError, NotImplementedError) as exc:
         print(f"forwarder parse: {exc}", file=sys.stderr)
         return EX_USAGE
@@ -236,6 +244,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prefix", default="%m [%p] ", help="log_line_prefix (stderr)")
     p.add_argument("--timezone", default="UTC", help="log_timezone, an IANA name")
     p.add_argument("--full-text", action="store_true", help="keep values (no redaction)")
+    p.add_argument(
+        "--identifier",
+        action="append",
+        default=[],
+        help="journal: read only records with this SYSLOG_IDENTIFIER (repeatable)",
+    )
     p.set_defaults(func=cmd_parse)
 
     p = sub.add_parser("login", help="check an API key against a server and store it for the CLI")

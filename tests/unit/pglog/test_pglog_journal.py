@@ -144,3 +144,12 @@ def test_forwarder_parse_reads_journal_output_and_reports_what_it_could_not_pars
     assert len(printed) == len(journal(RECORDED)) + 1
     assert printed[7]["message"] == "division by zero"
     assert b"1 of" in out.stderr and b"did not match" in out.stderr
+    other = b'{"MESSAGE":"Started PostgreSQL.","SYSLOG_IDENTIFIER":"systemd","_PID":"1","__CURSOR":"s=1"}\n'
+    only = subprocess.run(
+        [*FORWARDER, "parse", "--format", "journal", "--prefix", PREFIX, "--identifier", "postgres"],
+        input=other + RECORDED,
+        capture_output=True,
+        timeout=60,
+    )
+    assert only.returncode == 0 and only.stderr == b""
+    assert len(only.stdout.splitlines()) == len(journal(RECORDED))
