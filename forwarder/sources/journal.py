@@ -187,6 +187,7 @@ class JournalFollower:
         stored; an entry still pending is read again by the next session, from the stored cursor).
         """
         args = journalctl_args(self.db.log, cursor)
+        session = _Session(await self._new_reader())  # first: a worker that fails leaves no child behind
         try:
             proc = await asyncio.create_subprocess_exec(
                 *args,
@@ -196,10 +197,10 @@ class JournalFollower:
                 limit=CHUNK_BYTES,
             )
         except OSError as exc:
+            await session.reader.aclose()
             raise JournalUnavailable(f"cannot run {args[0]}: {exc.strerror or exc}") from None
         assert proc.stdout is not None and proc.stderr is not None
         errors = asyncio.create_task(_tail_of(proc.stderr))
-        session = _Session(await self._new_reader())
         self._reader = session.reader
         self.status = SourceStatus("reading", self.where)
         ended = False

@@ -35,7 +35,8 @@ import os, sys, time
 records, log, pidfile = {records!r}, {log!r}, {pidfile!r}
 args = sys.argv[1:]
 open(log, "a").write(" ".join(args) + "\\n")
-open(pidfile, "w").write(str(os.getpid()))
+open(pidfile + ".new", "w").write(str(os.getpid()))
+os.rename(pidfile + ".new", pidfile)  # whole, even if killed meanwhile
 fixed = ["--output=json", "--output-fields=MESSAGE,_PID,SYSLOG_IDENTIFIER", "--all", "--follow", "--no-tail",
          "--no-pager", "--quiet"]
 if args[: len(fixed)] != fixed or args[-1] != "_SYSTEMD_UNIT={unit}":
