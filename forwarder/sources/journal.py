@@ -47,6 +47,7 @@ CHUNK_BYTES = 256 * 1024  # one read of journalctl's output (~1,000 records): on
 OUTPUT_FIELDS = "MESSAGE,_PID,SYSLOG_IDENTIFIER"
 RETRY_FIRST_SECONDS = 1.0
 RETRY_MAX_SECONDS = 60.0
+EXIT_WAIT_SECONDS = 5.0  # for journalctl to exit once its output ended, before it is killed
 STDERR_KEEP = 4096  # bytes of journalctl's last error output shown in the overview
 # journalctl prints cursors as s=...;i=...;b=...;m=...;t=...;x=... (no quote, no backslash).
 _CURSOR = re.compile(rb'"__CURSOR"\s*:\s*"([^"\\]*)"')
@@ -227,6 +228,9 @@ class JournalFollower:
                     self.status = SourceStatus("reading", self.where)
         finally:
             self._reader = None
+            if ended:  # its output ended: it is exiting by itself, and its own status says why
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(proc.wait(), EXIT_WAIT_SECONDS)
             if proc.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
