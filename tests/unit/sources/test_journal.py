@@ -300,3 +300,20 @@ def test_the_config_says_which_journal_keys_are_missing_or_do_not_fit_the_format
         {"databases": [{"id": "m", "name": "m", "host": "h", "log": {"format": "journal", "journal_unit": UNIT}}]}
     )
     assert ok.databases[0].log.journal_matches() == [f"_SYSTEMD_UNIT={UNIT}"]
+
+
+async def test_records_that_never_match_the_prefix_are_shown_as_a_format_mismatch(store: Store, tmp_path: Path) -> None:
+    journal, clock = Journal(tmp_path), FakeClock()
+    journal.append(RECORDED)
+    log = LogSourceConfig(
+        format="journal", line_prefix="%t %p ", journal_unit=UNIT, journalctl_path=str(journal.script)
+    )
+    db = DatabaseConfig(id="main", name="main", host="h", log=log)
+    run = Running(JournalFollower(db, await store.register_database(db), store, clock))
+    await until(lambda: _state(run, "format_mismatch"))
+    assert run.follower.status.reason == "no journal message matches the configured prefix '%t %p '"
+    unmatched = make_reader("journal", line_prefix="%t %p ", timezone="UTC", full_text=False)
+    kept = list(parse_stream(unmatched, [RECORDED]))
+    assert all(line.unparsed for line in kept)
+    await until(lambda: _count(store, len(kept)), idle=clock)  # kept as unmatched entries, never dropped
+    await run.stop()
