@@ -33,6 +33,7 @@ from forwarder.insights.engine import Insights
 from forwarder.metrics import forget_database
 from forwarder.sdnotify import Notifier
 from forwarder.secrets import SecretBox, load_key
+from forwarder.sources.journal import JournalFollower
 from forwarder.sources.parsing import ParseWorker
 from forwarder.sources.tail import DatabaseFollower
 from forwarder.store import DatabaseSettings, Identity, Store
@@ -60,7 +61,7 @@ class StartupFailed(Exception):
 class _Database:
     config: DatabaseConfig
     identity: Identity
-    follower: DatabaseFollower
+    follower: DatabaseFollower | JournalFollower
     task: asyncio.Task[None]
 
     def source_status(self) -> SourceView:
@@ -170,7 +171,11 @@ class Daemon:
     async def _start_database(self, db: DatabaseConfig) -> None:
         identity = await self.store.register_database(db)
         worker = self._workers[next(self._next_worker) % len(self._workers)] if self._workers else None
-        follower = DatabaseFollower(db, identity, self.store, self.clock, worker, private=self._private_files())
+        follower: DatabaseFollower | JournalFollower
+        if db.log.format == "journal":
+            follower = JournalFollower(db, identity, self.store, self.clock, worker)
+        else:
+            follower = DatabaseFollower(db, identity, self.store, self.clock, worker, private=self._private_files())
         settings = await self.store.get_settings(db.id) or DatabaseSettings(db.enabled, db.full_text)
         follower.apply_settings(settings.enabled, settings.full_text)
         task = asyncio.create_task(follower.run(), name=f"read:{db.id}")

@@ -174,7 +174,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
     other = reader.lines_other  # syslog: lines of other programs, skipped
     if other:
         print(
-            f"forwarder parse: skipped {other} lines of other programs (syslog tag not {args.syslog_ident!r})",
+            f"forwarder parse: skipped {other} lines of other programs (not {args.syslog_ident or 'postgres'!r})",
             file=sys.stderr,
         )
     # Times in a zone --timezone does not use are read right but say the setting is wrong.
@@ -254,7 +254,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("parse", help="parse PostgreSQL log text from stdin, print one JSON line per entry")
     p.add_argument("--format", default="stderr", choices=get_args(LogFormat))
     p.add_argument("--prefix", default="%m [%p] ", help="log_line_prefix (stderr, syslog, cri)")
-    p.add_argument("--syslog-ident", default="postgres", help="syslog_ident (syslog: the tag of the server's lines)")
+    p.add_argument(
+        "--syslog-ident",
+        help="the server's syslog_ident: syslog, the tag of its lines (default postgres); journal, read only the"
+        " records of this SYSLOG_IDENTIFIER (default all)",
+    )
     p.add_argument("--timezone", default="UTC", help="log_timezone, an IANA name")
     p.add_argument("--full-text", action="store_true", help="keep values (no redaction)")
     p.set_defaults(func=cmd_parse)

@@ -33,6 +33,9 @@ from forwarder.insights.model import Severity
 from forwarder.pglog import Format
 
 LogFormat = Format  # one list of the formats: the readers' own
+_JOURNAL_KEYS = ("journal_unit", "journal_match", "journal_directory", "journalctl_path")
+_JOURNAL_MATCH = re.compile(r"[A-Z0-9_]+=.*|\+", re.DOTALL)  # journalctl(1) MATCHES; "+" is OR
+_UNIT_NAME = re.compile(r"[A-Za-z0-9:_.\\@-]+\.[a-z]+")
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
@@ -144,16 +147,20 @@ class IngestConfig(_Section):
 class LogSourceConfig(_Section):
     """Where and how a database's server log is read."""
 
-    path: str = Field(description="Glob of the log files, e.g. /var/log/postgresql/postgresql-*.log.")
+    path: str = Field(
+        "",
+        description="Glob of the log files, e.g. /var/log/postgresql/postgresql-*.log (every format but journal).",
+    )
     format: LogFormat = Field(
         "stderr",
-        description="How the server's log reaches the files: stderr, csvlog or jsonlog (log_destination with the "
-        "logging collector), syslog (a syslog daemon's file, e.g. /var/log/syslog) or cri (a Kubernetes node's "
-        "container log files, /var/log/pods/*/*/*.log).",
+        description="How the server's log is read: stderr, csvlog or jsonlog (log_destination with the logging "
+        "collector), syslog (a syslog daemon's file, e.g. /var/log/syslog), cri (a Kubernetes node's container "
+        "log files, /var/log/pods/*/*/*.log) or journal (a server without the logging collector whose stderr "
+        "systemd sends to the journal, read with journalctl).",
     )
     line_prefix: str = Field(
         "%m [%p] ",
-        description="The server's log_line_prefix (formats stderr, syslog and cri; csvlog and jsonlog have fields).",
+        description="The server's log_line_prefix (every format but csvlog and jsonlog, which have fields).",
     )
     syslog_ident: str = Field(
         "postgres",
@@ -162,6 +169,22 @@ class LogSourceConfig(_Section):
         pattern=r"^[^\s\[\]:]+$",
         description="The server's syslog_ident (format syslog): its lines' tag; lines of other programs are skipped.",
     )
+    journal_unit: str | None = Field(
+        None,
+        description="format = journal: the systemd unit of the server, e.g. postgresql@15-main.service; only the "
+        "records its own processes wrote are read (_SYSTEMD_UNIT=<unit>).",
+    )
+    journal_match: list[str] = Field(
+        default_factory=list,
+        description='format = journal: journalctl matches FIELD=value, e.g. ["SYSLOG_IDENTIFIER=postgres"]; '
+        "several on one field are alternatives, on different fields all must hold.",
+    )
+    journal_directory: Path | None = Field(
+        None,
+        description="format = journal: read the journal files of this directory (journalctl --directory) instead "
+        "of the system journal.",
+    )
+    journalctl_path: str = Field("journalctl", description="format = journal: the journalctl program to run.")
     timezone: str = Field("UTC", description="The server's log_timezone, an IANA name.")
     poll_interval_seconds: float = Field(
         0.25,
@@ -190,6 +213,46 @@ class LogSourceConfig(_Section):
                 "value (SHOW log_line_prefix;), and write %% for a literal %"
             )
         return value
+
+    @field_validator("journal_match")
+    @classmethod
+    def _matches(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if not _JOURNAL_MATCH.fullmatch(value):
+                raise ValueError(f"{value!r} is not a journal match FIELD=value (e.g. SYSLOG_IDENTIFIER=postgres)")
+        return values
+
+    @field_validator("journal_unit")
+    @classmethod
+    def _unit(cls, value: str | None) -> str | None:
+        if value is not None and not _UNIT_NAME.fullmatch(value):
+            raise ValueError(f"{value!r} is not a systemd unit name such as postgresql@15-main.service")
+        return value
+
+    def problems(self) -> list[tuple[str, str]]:
+        """(key, why) for keys that do not fit the format: a log source needs its files or its journal."""
+        if self.format != "journal":
+            out = [(key, 'only for format = "journal"') for key in _JOURNAL_KEYS if key in self.model_fields_set]
+            if not self.path:
+                out.append(("path", f"required for format = {self.format!r}: a glob of the server's log files"))
+            return out
+        out = []
+        if "path" in self.model_fields_set:
+            out.append(("path", 'not used with format = "journal" (the journal is read with journalctl): remove it'))
+        if self.journal_unit is None and not self.journal_match:
+            out.append(
+                (
+                    "journal_unit",
+                    'format = "journal" needs journal_unit (e.g. "postgresql@15-main.service") or journal_match '
+                    '(e.g. ["SYSLOG_IDENTIFIER=postgres"]): the whole journal is not a PostgreSQL log',
+                )
+            )
+        return out
+
+    def journal_matches(self) -> list[str]:
+        """The journalctl matches of a journal source: the unit's processes, then `journal_match`."""
+        unit = [f"_SYSTEMD_UNIT={self.journal_unit}"] if self.journal_unit is not None else []
+        return unit + self.journal_match
 
     @field_validator("timezone")
     @classmethod
@@ -580,6 +643,7 @@ def config_from_dict(data: dict[str, Any], *, read_secrets: bool = True) -> Conf
     for i, dest in enumerate(config.destinations):
         problems += _destination_problems(i, dest, read_secrets)
     for i, db in enumerate(config.databases):
+        problems += [f"databases[{i}].log.{key}: {why}" for key, why in db.log.problems()]
         if read_secrets and db.connection is not None:
             try:
                 db.connection.read_password()

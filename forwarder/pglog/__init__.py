@@ -70,7 +70,7 @@ class EntryReader(Protocol):
     def flush(self) -> list[LogLine]: ...
 
 
-Format = Literal["stderr", "csvlog", "jsonlog", "syslog", "cri"]
+Format = Literal["stderr", "csvlog", "jsonlog", "syslog", "cri", "journal"]
 
 
 def uses_line_prefix(fmt: Format) -> bool:
@@ -79,14 +79,16 @@ def uses_line_prefix(fmt: Format) -> bool:
 
 
 def make_reader(
-    fmt: Format, *, line_prefix: str, timezone: str, full_text: bool, syslog_ident: str = "postgres"
+    fmt: Format, *, line_prefix: str, timezone: str, full_text: bool, syslog_ident: str | None = None
 ) -> EntryReader:
     """A reader for one log file of format `fmt`.
 
-    `line_prefix` is the server's `log_line_prefix` (stderr, syslog, cri), `timezone` its `log_timezone`
-    (an IANA name; resolves the zone abbreviations in log times), `full_text` the initial setting
-    (settable later on the reader), `syslog_ident` the server's `syslog_ident` (syslog only: the
-    tag of its lines among other programs'). Raises ValueError for an unknown format or time zone.
+    `line_prefix` is the server's `log_line_prefix` (all but csvlog and jsonlog), `timezone` its
+    `log_timezone` (an IANA name; resolves the zone abbreviations in log times), `full_text` the initial setting
+    (settable later on the reader). `syslog_ident` is the server's syslog_ident: for syslog, the
+    tag of its lines among other programs' (default `postgres`); for journal, the only
+    SYSLOG_IDENTIFIER whose records are read (default: every record given). Raises ValueError
+    for an unknown format or time zone.
     """
     if fmt == "stderr":
         from forwarder.pglog.stderr import StderrReader
@@ -102,15 +104,23 @@ def make_reader(
         from forwarder.pglog.jsonlog import JsonlogReader
 
         return JsonlogReader(timezone=timezone, full_text=full_text)
-    # syslog and cri wrap the stderr text in an envelope: pglog.composed unwraps it for a StderrReader.
+    # syslog, cri and journal wrap the stderr text in an envelope: pglog.composed unwraps it for a
+    # StderrReader.
     if fmt == "syslog":
         from forwarder.pglog.syslog import SyslogReader
 
-        return SyslogReader(line_prefix=line_prefix, timezone=timezone, full_text=full_text, ident=syslog_ident)
+        return SyslogReader(
+            line_prefix=line_prefix, timezone=timezone, full_text=full_text, ident=syslog_ident or "postgres"
+        )
     if fmt == "cri":
         from forwarder.pglog.cri import CriReader
 
         return CriReader(line_prefix=line_prefix, timezone=timezone, full_text=full_text)
+    if fmt == "journal":
+        from forwarder.pglog.journal import JournalReader
+
+        only = () if syslog_ident is None else (syslog_ident,)
+        return JournalReader(line_prefix=line_prefix, timezone=timezone, full_text=full_text, identifiers=only)
     raise ValueError(f"unknown log format {fmt!r}")
 
 

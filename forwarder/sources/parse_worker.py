@@ -33,7 +33,7 @@ class ReaderSpec:
     line_prefix: str
     timezone: str
     identity: Identity
-    syslog_ident: str = "postgres"
+    syslog_ident: str | None = None  # see make_reader
 
 
 @dataclass(frozen=True, slots=True)

@@ -289,6 +289,15 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     """
     INSERT INTO lines_fts (lines_fts, rank) VALUES ('automerge', 0);
     """,
+    # 9: a database whose log is the systemd journal: the cursor of the last journal record whose
+    # entry is stored, written in the same transaction as the lines (as source_files' offsets).
+    """
+    CREATE TABLE journal_cursors (
+        db_id       TEXT PRIMARY KEY,
+        cursor      TEXT NOT NULL,      -- journalctl's __CURSOR, given back as --after-cursor
+        updated_at  INTEGER NOT NULL
+    );
+    """,
 )
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)

@@ -126,6 +126,22 @@ def forget_source_files(conn: sqlite3.Connection, db_id: str, keep: list[tuple[i
     conn.executemany("DELETE FROM source_files WHERE db_id = ? AND dev = ? AND ino = ?", gone)
 
 
+def journal_cursor(conn: sqlite3.Connection, db_id: str) -> str | None:
+    """The cursor of the last journal record whose entry is stored, None before the first."""
+    row = conn.execute("SELECT cursor FROM journal_cursors WHERE db_id = ?", (db_id,)).fetchone()
+    return str(row[0]) if row else None
+
+
+def put_journal_cursor(conn: sqlite3.Connection, db_id: str, cursor: str, now_us: int) -> None:
+    conn.execute(
+        """
+        INSERT INTO journal_cursors (db_id, cursor, updated_at) VALUES (?, ?, ?)
+        ON CONFLICT (db_id) DO UPDATE SET cursor = excluded.cursor, updated_at = excluded.updated_at
+        """,
+        (db_id, cursor, now_us),
+    )
+
+
 # --- usage ------------------------------------------------------------------------------------
 
 

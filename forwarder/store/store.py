@@ -325,9 +325,15 @@ class Store:
         return await self.append_rows(identity, L.encode_rows(identity, lines), files, raw_bytes)
 
     async def append_rows(
-        self, identity: L.Identity, rows: Sequence[L.Row], files: Sequence[S.SourceFile], raw_bytes: int
+        self,
+        identity: L.Identity,
+        rows: Sequence[L.Row],
+        files: Sequence[S.SourceFile],
+        raw_bytes: int,
+        journal_cursor: str | None = None,
     ) -> int:
-        """`append` for lines already encoded (by a parse worker)."""
+        """`append` for lines already encoded (by a parse worker); `journal_cursor`, when given, is
+        stored in the same transaction (a journal source's position, as `files` are a file's)."""
         now_us = self._now_us()
         day = day_of(self._clock.now())
 
@@ -335,6 +341,8 @@ class Store:
             _, last = L.append_rows(conn, rows)
             for sf in files:
                 S.put_source_file(conn, identity.database_id, sf, now_us)
+            if journal_cursor is not None:
+                S.put_journal_cursor(conn, identity.database_id, journal_cursor, now_us)
             if rows or raw_bytes:
                 S.add_usage(conn, identity.code, day, len(rows), raw_bytes)
             return last
@@ -352,6 +360,9 @@ class Store:
 
     async def source_files(self, db_id: str) -> list[S.SourceFile]:
         return await self._read(lambda c: S.source_files(c, db_id))
+
+    async def journal_cursor(self, db_id: str) -> str | None:
+        return await self._read(lambda c: S.journal_cursor(c, db_id))
 
     async def forget_source_files(self, db_id: str, keep: list[tuple[int, int]]) -> None:
         await self._write(lambda c: S.forget_source_files(c, db_id, keep))

@@ -9,10 +9,14 @@
   redirectLogs): each line `<RFC3339Nano time> <stream> <P|F> <content>`, a line over
   max_container_log_line_size (16 KiB by default) cut into `P` records of that size and a last
   `F` record (kubernetes/cri-api's CRI logging format).
+- `journal_of`: `journalctl -o json` output for a server whose stderr systemd sends to journald:
+  one record per line (journald's stdout stream splits at newlines), MESSAGE the line, numbers as
+  strings (journalctl's JSON output mode, systemd.journal-fields(7)).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Final
@@ -85,3 +89,19 @@ def cri_of(text: bytes, stream: str = "stderr", t0: datetime = CRI_T0) -> bytes:
             tag = b"F" if j == len(pieces) - 1 else b"P"
             out.append(stamp + b" " + stream.encode() + b" " + tag + b" " + piece + b"\n")
     return b"".join(out)
+
+
+def journal_of(text: str, *, pid: int = 4242, first_us: int = 1_795_313_938_000_000) -> bytes:
+    """`text` (stderr log text) as `journalctl -o json` prints the records journald stored for it."""
+    out = []
+    for i, line in enumerate(text.split("\n")[:-1]):
+        record = {
+            "__CURSOR": f"s=0e1f;i={i + 1:x};b=5d6a;m={i:x};t=1;x=2",
+            "__REALTIME_TIMESTAMP": str(first_us + i),
+            "MESSAGE": line,
+            "SYSLOG_IDENTIFIER": "postgres",
+            "_PID": str(pid),
+            "_SYSTEMD_UNIT": "postgresql@15-main.service",
+        }
+        out.append(json.dumps(record, ensure_ascii=False) + "\n")
+    return "".join(out).encode()

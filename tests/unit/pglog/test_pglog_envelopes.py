@@ -1,7 +1,7 @@
 """Every source format reads the corpus as the stderr format does, and none leaks a value.
 
 The corpus (test_pglog_corpus.py: PostgreSQL 13-18 entries with planted values) is wrapped as a
-syslog file and as a container log would hold it (envelopes.py), read with that format, and
+syslog file, as a container log and as the journal would hold it (envelopes.py), read with that format, and
 compared field by field with the stderr reading; every planted value is checked absent, with the
 same `_SECRET` pattern as the corpus.
 """
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 import pytest
-from envelopes import cri_of, syslog_of
+from envelopes import cri_of, journal_of, syslog_of
 from pglog_helpers import PREFIX
 from test_pglog_corpus import _SECRET, CASES
 
@@ -23,6 +23,7 @@ from forwarder.pglog import Format, make_reader, parse_stream
 ENVELOPES: Final[dict[Format, Callable[[str], bytes]]] = {
     "syslog": syslog_of,
     "cri": lambda text: cri_of(text.encode()),
+    "journal": journal_of,
 }
 
 

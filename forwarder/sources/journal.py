@@ -1,0 +1,279 @@
+"""Follow one database's log in the systemd journal and store what it says, exactly once.
+
+A PostgreSQL started by systemd without the logging collector writes its stderr to journald. We
+run `journalctl --output=json --follow` (pglog.journal reads its output) with the database's
+matches, and keep in the store the cursor of the last record whose entry is stored, written in
+the same transaction as the lines (`Store.append_rows(..., journal_cursor=...)`), so a restart,
+even after SIGKILL, resumes with `--after-cursor` at the first record whose entry was not stored:
+no line twice, none skipped. With no cursor stored, everything the journal holds for the
+matches is read, as a new file is read from its start.
+
+    journalctl stdout -> reader.feed (records -> entries) -> store.append_rows(lines, cursor)
+
+The cursor of each record is taken from its JSON line as it is read, together with the line's
+end offset; the reader's `committed_offset` (a byte offset of the same output) says which
+records are fully turned into returned entries, so the cursor stored is that of the last such
+record. An entry whose records may not all be there yet (its last record is the newest) waits
+for the reader's idle flush, as an entry at the end of a file whose write was cut does.
+
+journalctl missing, failing or exiting is shown in the overview and retried with a doubling
+delay; the child is killed (and waited for) whenever reading stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections import Counter, deque
+from dataclasses import dataclass, field
+
+from forwarder import metrics
+from forwarder.clock import Clock
+from forwarder.config import DatabaseConfig, LogSourceConfig
+from forwarder.logsetup import RepeatedFailureLog
+from forwarder.model import KINDS
+from forwarder.sources.parsing import AsyncReader, LocalReader, ParseWorker, ReaderSpec
+from forwarder.sources.tail import _DOWN, DISABLED, MISMATCH_LINES, SourceStatus
+from forwarder.store import Identity, Store
+from forwarder.store.lines import Row
+from forwarder.store.store import write_failure_reason
+
+log = logging.getLogger(__name__)
+
+CHUNK_BYTES = 256 * 1024  # one read of journalctl's output (~1,000 records): one store transaction
+# The fields a record needs (journalctl adds __CURSOR and __REALTIME_TIMESTAMP to JSON output).
+OUTPUT_FIELDS = "MESSAGE,_PID,SYSLOG_IDENTIFIER"
+RETRY_FIRST_SECONDS = 1.0
+RETRY_MAX_SECONDS = 60.0
+EXIT_WAIT_SECONDS = 5.0  # for journalctl to exit once its output ended, before it is killed
+STDERR_KEEP = 4096  # bytes of journalctl's last error output shown in the overview
+# journalctl prints cursors as s=...;i=...;b=...;m=...;t=...;x=... (no quote, no backslash).
+_CURSOR = re.compile(rb'"__CURSOR"\s*:\s*"([^"\\]*)"')
+
+
+def journalctl_args(log_config: LogSourceConfig, cursor: str | None) -> list[str]:
+    """The journalctl command line for a journal source, resuming after `cursor` if there is one.
+
+    `--all` prints messages longer than 4096 bytes too (they would be null); `--no-tail` makes
+    `--follow` start at the first matching record instead of the last ten.
+    """
+    args = [
+        log_config.journalctl_path,
+        "--output=json",
+        f"--output-fields={OUTPUT_FIELDS}",
+        "--all",
+        "--follow",
+        "--no-tail",
+        "--no-pager",
+        "--quiet",
+    ]
+    if log_config.journal_directory is not None:
+        args.append(f"--directory={log_config.journal_directory}")
+    if cursor is not None:
+        args.append(f"--after-cursor={cursor}")
+    return args + log_config.journal_matches()
+
+
+class JournalUnavailable(Exception):
+    """journalctl could not be run, or stopped; the message says why (shown in the overview)."""
+
+
+@dataclass(slots=True)
+class _Session:
+    """One run of journalctl: its output read so far, and the cursors of records not yet stored."""
+
+    reader: AsyncReader
+    consumed: int = 0  # bytes of output in whole lines
+    partial: bytes = b""
+    records: int = 0
+    stored: int = 0  # committed offset as of the last store transaction
+    marks: deque[tuple[int, str]] = field(default_factory=deque)  # (end offset, cursor) per record
+
+
+class JournalFollower:
+    """Reads one database's journal records into the store; `run()` until `stop()`."""
+
+    def __init__(
+        self,
+        db: DatabaseConfig,
+        identity: Identity,
+        store: Store,
+        clock: Clock,
+        worker: ParseWorker | None = None,
+    ) -> None:
+        self.db = db
+        self.identity = identity
+        self._store = store
+        self._clock = clock
+        self._worker = worker  # None: parse in this process
+        self._status = SourceStatus()
+        self.enabled = True
+        self._full_text = False
+        self._reader: AsyncReader | None = None
+        self._stopping = False
+        self._wake = asyncio.Event()  # a setting changed, or stop()
+        self._failures = RepeatedFailureLog(log, clock)
+        self._source_up = metrics.SOURCE_UP.labels(db.id)
+        self._read_bytes = metrics.INGEST_BYTES.labels(db.id)
+        self._last_read = metrics.LAST_READ.labels(db.id)
+        self._lines_by_kind = [metrics.INGEST_LINES.labels(db.id, kind) for kind in KINDS]
+        self.where = "journal " + " ".join(db.log.journal_matches())
+
+    @property
+    def status(self) -> SourceStatus:
+        return DISABLED if not self.enabled else self._status
+
+    @status.setter
+    def status(self, value: SourceStatus) -> None:
+        self._status = value
+        self._source_up.set(0 if value.state in _DOWN else 1)
+
+    @property
+    def full_text(self) -> bool:
+        return self._full_text
+
+    def apply_settings(self, enabled: bool, full_text: bool) -> None:
+        """Take new settings now: a disabled database stops reading (its cursor kept)."""
+        self.enabled = enabled
+        self._full_text = full_text
+        if self._reader is not None:
+            self._reader.full_text = full_text
+        self._wake.set()
+
+    def stop(self) -> None:
+        """Ask `run()` to return: what was read and is complete is stored first."""
+        self._stopping = True
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Run journalctl until `stop()`, again after a doubling delay whenever it fails or exits."""
+        cursor = await self._store.journal_cursor(self.db.id)
+        delay = RETRY_FIRST_SECONDS
+        loop = asyncio.get_running_loop()
+        while not self._stopping:
+            self._wake.clear()
+            if not self.enabled:
+                self.status = DISABLED
+                await self._wake.wait()
+                continue
+            started = loop.time()
+            try:
+                cursor = await self._session(cursor)
+            except Exception as exc:  # keep going: the overview shows it
+                self._failures.failure("reading the journal failed", exc, {"database_id": self.db.id})
+                reason = str(exc) if isinstance(exc, JournalUnavailable) else None
+                self.status = SourceStatus("error", self.where, reason or write_failure_reason(exc) or repr(exc))
+                cursor = await self._store.journal_cursor(self.db.id)  # what is stored is what counts
+            else:
+                continue  # stopped or disabled
+            # Pacing a retry, like the poll interval of files: the event loop's time.
+            if loop.time() - started > RETRY_MAX_SECONDS:
+                delay = RETRY_FIRST_SECONDS
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), delay)
+            delay = min(delay * 2, RETRY_MAX_SECONDS)
+
+    async def _new_reader(self) -> AsyncReader:
+        spec = ReaderSpec("journal", self.db.log.line_prefix, self.db.log.timezone, self.identity)
+        if self._worker is None:
+            return LocalReader(spec, self._full_text)
+        return await self._worker.open(spec, self._full_text)
+
+    async def _session(self, cursor: str | None) -> str | None:
+        """Read journalctl's output until stop() or a disable; returns the cursor stored last.
+
+        Raises JournalUnavailable when journalctl cannot run or exits (its records up to there are
+        stored; an entry still pending is read again by the next session, from the stored cursor).
+        """
+        args = journalctl_args(self.db.log, cursor)
+        session = _Session(await self._new_reader())  # first: a worker that fails leaves no child behind
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *args,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                limit=CHUNK_BYTES,
+            )
+        except OSError as exc:
+            await session.reader.aclose()
+            raise JournalUnavailable(f"cannot run {args[0]}: {exc.strerror or exc}") from None
+        assert proc.stdout is not None and proc.stderr is not None
+        errors = asyncio.create_task(_tail_of(proc.stderr))
+        self._reader = session.reader
+        self.status = SourceStatus("reading", self.where)
+        ended = False
+        try:
+            while not self._stopping and self.enabled:
+                try:
+                    chunk = await asyncio.wait_for(proc.stdout.read(CHUNK_BYTES), self.db.log.poll_interval_seconds)
+                except TimeoutError:
+                    chunk = None
+                if chunk == b"":
+                    ended = True
+                    break
+                now = self._clock.monotonic()
+                rows = await self._feed(session, chunk, now) if chunk else []
+                rows += await session.reader.flush_ready(now, False)
+                cursor = await self._commit(session, rows) or cursor
+                if session.records >= MISMATCH_LINES and session.reader.lines_matched == 0:
+                    self.status = SourceStatus(
+                        "format_mismatch",
+                        self.where,
+                        f"no journal message matches the configured prefix {self.db.log.line_prefix!r}",
+                    )
+                elif self._status.state != "reading":
+                    self.status = SourceStatus("reading", self.where)
+        finally:
+            self._reader = None
+            if ended:  # its output ended: it is exiting by itself, and its own status says why
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(proc.wait(), EXIT_WAIT_SECONDS)
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+            code = await proc.wait()
+            tail = await errors
+            await session.reader.aclose()
+        if ended:
+            said = tail.decode("utf-8", "replace").strip().splitlines()
+            raise JournalUnavailable(f"journalctl exited with status {code}" + (f": {said[-1]}" if said else ""))
+        return cursor
+
+    async def _feed(self, session: _Session, chunk: bytes, now: float) -> list[Row]:
+        """Give `chunk` to the reader, noting each whole record's end offset and cursor."""
+        self._read_bytes.inc(len(chunk))
+        self._last_read.set(self._clock.now())
+        data = session.partial + chunk
+        end = data.rfind(b"\n") + 1
+        session.partial = data[end:]
+        for line in data[:end].split(b"\n")[:-1]:
+            session.consumed += len(line) + 1
+            session.records += 1
+            if (m := _CURSOR.search(line)) is not None:
+                session.marks.append((session.consumed, m.group(1).decode("ascii", "replace")))
+        return await session.reader.feed(chunk, now)
+
+    async def _commit(self, session: _Session, rows: list[Row]) -> str | None:
+        """Store `rows` and the cursor of the last record they complete, in one transaction."""
+        committed = session.reader.committed_offset
+        cursor = None
+        while session.marks and session.marks[0][0] <= committed:
+            cursor = session.marks.popleft()[1]
+        if not rows and cursor is None:
+            return None
+        raw, session.stored = committed - session.stored, committed
+        await self._store.append_rows(self.identity, rows, [], raw, journal_cursor=cursor)
+        for kind, n in Counter(row[2] for row in rows).items():
+            self._lines_by_kind[kind].inc(n)
+        return cursor
+
+
+async def _tail_of(stream: asyncio.StreamReader) -> bytes:
+    """The last STDERR_KEEP bytes a stream gives until its end."""
+    kept = b""
+    while chunk := await stream.read(STDERR_KEEP):
+        kept = (kept + chunk)[-STDERR_KEEP:]
+    return kept
