@@ -27,7 +27,7 @@ from forwarder.pglog.syslog import SyslogReader
 from tests.daemonproc import DaemonProcess
 from tests.integration.test_syslog_rsyslog import MODULE_DIRS, RSYSLOGD
 from tests.pgcluster import PgCluster
-from tests.unit.pglog.test_pglog_cri import STDERR, cri_of
+from tests.unit.pglog.envelopes import cri_of
 
 PREFIX = "%m [%p] %q%u@%d/%a "  # tests/pgcluster.py's default (no %e: csvlog alone has the SQLSTATE)
 FIELDS = (
@@ -210,7 +210,9 @@ def test_the_daemon_reads_a_syslog_file_and_a_pod_log_and_resumes_where_it_stopp
     (logs / "pod").mkdir(parents=True)
     syslog = logs / "syslog"
     syslog.write_bytes((FIXTURES / "pg15_syslog_traditional.log").read_bytes())
-    (logs / "pod" / "0.log").write_bytes(cri_of(STDERR))
+    (logs / "pod" / "0.log").write_bytes(
+        cri_of((Path(__file__).parents[1] / "unit" / "pglog" / "fixtures" / "pg15_stderr_for_cri.log").read_bytes())
+    )
     prefix = "%m [%p] %q%u@%d "
     d = DaemonProcess(
         tmp_path / "fwd",
