@@ -249,6 +249,10 @@ class LogSourceConfig(_Section):
             )
         return out
 
+    def source(self) -> str:
+        """What is read, in words: the glob of the files, or `journal` and journalctl's matches."""
+        return self.path if self.format != "journal" else " ".join(["journal", *self.journal_matches()])
+
     def journal_matches(self) -> list[str]:
         """The journalctl matches of a journal source: the unit's processes, then `journal_match`."""
         unit = [f"_SYSTEMD_UNIT={self.journal_unit}"] if self.journal_unit is not None else []

@@ -340,7 +340,10 @@ class DatabaseList(BaseModel):
 class SourceStatus(BaseModel):
     """Where the log is read from, or why it cannot be."""
 
-    path: str = Field(description="The configured path (a glob).")
+    path: str = Field(
+        description="What is read: the configured path (a glob), or for the journal `journal` and journalctl's"
+        " matches (`journal _SYSTEMD_UNIT=postgresql@15-main.service`)."
+    )
     format: LogFormat
     state: SourceState
     file: str | None = Field(description="The file being read.")
@@ -498,7 +501,7 @@ async def overview_of(ctx: ApiContext, db: DatabaseView) -> LogOverview:
         database=DatabaseRef(id=db.config.id, name=db.config.name, host=db.config.host),
         settings=LogSettings(enabled=settings.enabled, full_text=settings.full_text),
         source=SourceStatus(
-            path=db.config.log.path,
+            path=db.config.log.source(),
             format=db.config.log.format,
             state=source.state,
             file=source.file,

@@ -119,7 +119,7 @@ class JournalFollower:
         self._read_bytes = metrics.INGEST_BYTES.labels(db.id)
         self._last_read = metrics.LAST_READ.labels(db.id)
         self._lines_by_kind = [metrics.INGEST_LINES.labels(db.id, kind) for kind in KINDS]
-        self.where = "journal " + " ".join(db.log.journal_matches())
+        self.where = db.log.source()
 
     @property
     def status(self) -> SourceStatus:

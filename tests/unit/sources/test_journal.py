@@ -300,6 +300,8 @@ def test_the_config_says_which_journal_keys_are_missing_or_do_not_fit_the_format
         {"databases": [{"id": "m", "name": "m", "host": "h", "log": {"format": "journal", "journal_unit": UNIT}}]}
     )
     assert ok.databases[0].log.journal_matches() == [f"_SYSTEMD_UNIT={UNIT}"]
+    # What the overview shows as the source's `path`, and the follower as the file being read.
+    assert ok.databases[0].log.source() == f"journal _SYSTEMD_UNIT={UNIT}"
 
 
 async def test_records_that_never_match_the_prefix_are_shown_as_a_format_mismatch(store: Store, tmp_path: Path) -> None:
