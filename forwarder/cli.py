@@ -145,7 +145,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
 def cmd_parse(args: argparse.Namespace) -> int:
     from forwarder.model import spec_fields
     from forwarder.pglog import make_reader, parse_stream, uses_line_prefix
-    from forwarder.pglog.stderr import compile_prefix, unknown_escapes
+    from forwarder.pglog.prefix import compile_prefix, unknown_escapes
 
     prefixed = uses_line_prefix(args.format)  # the format carries PostgreSQL's stderr text
     if prefixed and (unknown := unknown_escapes(args.prefix)):

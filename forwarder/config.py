@@ -31,6 +31,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from forwarder.insights.model import Severity
 from forwarder.pglog import Format
+from forwarder.pglog.prefix import unknown_escapes
 
 LogFormat = Format  # one list of the formats: the readers' own
 _JOURNAL_KEYS = ("journal_unit", "journal_match", "journal_directory", "journalctl_path")
@@ -204,9 +205,6 @@ class LogSourceConfig(_Section):
     @field_validator("line_prefix")
     @classmethod
     def _known_escapes(cls, value: str) -> str:
-        # Imported here: pglog loads libpg_query, which the client commands that read a config never need.
-        from forwarder.pglog.stderr import unknown_escapes
-
         if unknown := unknown_escapes(value):
             raise ValueError(
                 f"PostgreSQL's log_line_prefix has no escape {', '.join(unknown)}; copy the server's "

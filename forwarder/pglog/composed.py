@@ -21,8 +21,9 @@ from collections import deque
 from collections.abc import Iterable
 
 from forwarder.model import LogLine
+from forwarder.pglog.prefix import compile_prefix
 from forwarder.pglog.reader import LineReader
-from forwarder.pglog.stderr import StderrReader, compile_prefix
+from forwarder.pglog.stderr import StderrReader
 from forwarder.pglog.times import TimeCounts
 
 

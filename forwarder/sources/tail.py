@@ -41,7 +41,7 @@ from forwarder.config import DatabaseConfig
 from forwarder.logsetup import RepeatedFailureLog
 from forwarder.model import KINDS
 from forwarder.pglog import TimeCounts, uses_line_prefix
-from forwarder.pglog.stderr import compile_prefix
+from forwarder.pglog.prefix import compile_prefix
 from forwarder.sources.parsing import AsyncReader, LocalReader, ParseWorker, ReaderSpec
 from forwarder.sources.watch import DirectoryWatch, watched_directory
 from forwarder.store import Identity, SourceFile, Store

@@ -7,6 +7,8 @@ of the layer all the same.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -98,3 +100,20 @@ def test_the_check_sees_every_form_of_import(tmp_path: Path, monkeypatch: pytest
         "forwarder/sinks/x.py:6 imports forwarder.delivery.netguard.check",
     ]
     assert breaches("forwarder.pglog") == ["forwarder/pglog/y.py:3 imports forwarder.metrics"]
+
+
+def test_the_daemon_process_does_not_load_the_parser() -> None:
+    # Parsing runs in the parse worker: the daemon's own process (app, API, config with its prefix
+    # check, sources, insights) must not load the value-removal tables and libpg_query, which cost
+    # start-up time and memory it never uses (DESIGN: the worker parses).
+    code = (
+        "import sys, forwarder.app\n"
+        "from forwarder.config import config_from_dict\n"
+        "config_from_dict({'databases': [{'id': 'm', 'name': 'm', 'log': {'path': '/x/*.log',"
+        " 'line_prefix': '%m [%p] %q%u@%d '}}]}, read_secrets=False)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('forwarder.pglog.')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT, check=True)
+    loaded = set(ast.literal_eval(out.stdout.strip()))
+    assert loaded.isdisjoint({"forwarder.pglog.entry", "forwarder.pglog.redact", "forwarder.pglog.normalize"}), loaded
+    assert "forwarder.pglog.prefix" in loaded  # the config's prefix check ran

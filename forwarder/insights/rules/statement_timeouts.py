@@ -20,7 +20,6 @@ from forwarder.insights.model import Evidence, FindingDraft, Fix, Observation, S
 from forwarder.insights.rules import common as C
 from forwarder.insights.rules import register
 from forwarder.model import Kind
-from forwarder.pglog.normalize import normalize_statement
 
 # One cancel is what a timeout is for; a query cancelled again and again needs a look (a plan gone
 # bad, a lock held too long, a timeout set too tight).
@@ -50,6 +49,9 @@ FIX: Final = Fix(
 
 def query_id(statement: str) -> str:
     """The fingerprint the queries view gives `statement` (normalized, or the full text kept)."""
+    # Imported here: the daemon parses in its worker, and only this rare path needs libpg_query.
+    from forwarder.pglog.normalize import normalize_statement
+
     return normalize_statement(statement)[2] if statement else ""
 
 

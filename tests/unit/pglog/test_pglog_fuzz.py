@@ -154,7 +154,7 @@ NAME = st.text(alphabet="ab@/ ,:-[]", max_size=8)
     st.sampled_from(["LOG", "ERROR", "DETAIL", "NOTICE"]),
 )
 def test_fast_prefix_regex_agrees_with_the_exact_one(prefix: str, user: str, db: str, app: str, sev: str) -> None:
-    from forwarder.pglog.stderr import compile_prefix
+    from forwarder.pglog.prefix import compile_prefix
 
     p = compile_prefix(prefix)
     assert p.fast_regex is not None

@@ -10,7 +10,7 @@ from pglog_helpers import T0, T0_US
 
 from forwarder.model import format_time
 from forwarder.pglog import make_reader
-from forwarder.pglog.stderr import compile_prefix, unknown_escapes
+from forwarder.pglog.prefix import compile_prefix, unknown_escapes
 from forwarder.pglog.times import TimeParser, parse_epoch
 
 # These tests are about parsing and assembly, not value removal (test_pglog_redact.py): they read

@@ -1,0 +1,224 @@
+"""`log_line_prefix` compiled to one regex for a whole stderr line: where each field is.
+
+Apart from the reader (stderr.py) so that checking a configured prefix (the config, `forwarder
+parse`, the overview) loads no parsing: this module imports nothing of pglog.
+
+Prefix escapes (elog.c log_line_prefix / log_status_format), all supported, each with the
+optional padding width PostgreSQL allows (`%-10u` pads on the right, `%10p` on the left, values
+may be longer than the width):
+
+    %a application_name  %u user  %d database  %r host(port) or [local]  %h host or [local]
+    %L local address (PG16+)  %b backend type  %p pid  %P parallel leader pid  %t time (s)
+    %m time (ms)  %n epoch (ms)  %Q query id  %i command tag  %e SQLSTATE  %c session id
+    %l line number  %s session start  %v virtual xid  %x xid  %q stop here outside a session  %%
+
+- `%q`: PostgreSQL stops the prefix there for processes without a client session (checkpointer,
+  autovacuum worker, postmaster): everything after it is one optional group of the regex.
+- Unknown escapes produce nothing, as in PostgreSQL. The config refuses them all the same
+  (`unknown_escapes`): PostgreSQL has no such escape, so one in the configured prefix is a typo,
+  and the prefix would then not be the server's.
+
+Values of user, database and application are at most 63 bytes (NAMEDATALEN - 1), so their
+patterns are bounded: a line that does not match fails fast even when it is 1 MiB long.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+_TS: Final = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (?:[A-Za-z]{1,6}|[-+]\d\d(?::?\d\d)?)"
+_TS_MS: Final = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} (?:[A-Za-z]{1,6}|[-+]\d\d(?::?\d\d)?)"
+
+# escape -> (pattern of its value, the field it fills or None)
+_ESCAPES: Final[dict[str, tuple[str, str | None]]] = {
+    "a": (r".{0,64}?", "application"),
+    "u": (r".{0,64}?", "user"),
+    "d": (r".{0,64}?", "database"),
+    "r": (r".{0,300}?", "client_r"),
+    "h": (r".{0,256}?", "client_h"),
+    "L": (r".{0,256}?", None),
+    "b": (r".{0,100}?", None),
+    "p": (r"\d+", "pid"),
+    "P": (r"\d*", None),
+    "t": (_TS, "time_t"),
+    "m": (_TS_MS, "time_m"),
+    "n": (r"\d+\.\d+", "time_n"),
+    "Q": (r"-?\d*", None),
+    "i": (r".{0,100}?", None),
+    "e": (r"[0-9A-Z]{5}", "sqlstate"),
+    "c": (r"[0-9a-f]+\.[0-9a-f]+", None),
+    "l": (r"\d+", None),
+    "s": (_TS, None),
+    "v": (r"(?:-?\d+/\d+)?", None),
+    "x": (r"\d*", None),
+}
+
+_SEVERITY: Final = (
+    r"(DEBUG[1-5]?|LOG|INFO|NOTICE|WARNING|ERROR|FATAL|PANIC|DETAIL|HINT|QUERY|CONTEXT|LOCATION|STATEMENT)"
+    # PostgreSQL writes two spaces after the colon; tools that pass lines on (and some providers)
+    # squeeze them to one: both are read, and neither space is part of the message.
+    r":  ?(?:([0-9A-Z]{5}): )?"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixPattern:
+    """A `log_line_prefix` compiled into one regex for a whole line, with where each field is.
+
+    The `*_group` attributes are indexes into `match.groups()`, -1 when the prefix lacks the escape.
+    `regex.match(line)` matches prefix, severity and verbose SQLSTATE; the text follows `match.end()`.
+    """
+
+    prefix: str
+    regex: re.Pattern[str]
+    severity_group: int
+    verbose_sqlstate_group: int
+    time_group: int
+    time_kind: str  # "m", "n", "t" or "" (no time in the prefix)
+    user_group: int
+    database_group: int
+    application_group: int
+    client_group: int
+    client_kind: str  # "r" (host(port)), "h" (host) or ""
+    pid_group: int
+    sqlstate_group: int
+    # The same regex with each free-text value (`.{0,64}?` of %u, %d, %a, ...) that a literal
+    # character follows written as "anything but that character": no lazy stepping, ~20% faster.
+    # It finds the split at the first such character, which is also the lazy regex's first try;
+    # when that split does not lead to a match (a user name holding an "@"), it fails, and the
+    # reader tries `regex`: both give the same groups for every line. None when nothing changes.
+    fast_regex: re.Pattern[str] | None = None
+
+
+_ESCAPE: Final = re.compile(r"%(-?\d*)(.?)", re.DOTALL)  # elog.c: '%', optional padding, one character
+_NON_VALUE_ESCAPES: Final = frozenset("q%")
+
+
+def unknown_escapes(prefix: str) -> list[str]:
+    """The escapes of `prefix` that PostgreSQL's log_line_prefix does not have (e.g. `%Z`), in order.
+
+    A `%` at the very end is not an escape (elog.c prints nothing for it) and is not reported.
+    """
+    return [
+        m.group(0)
+        for m in _ESCAPE.finditer(prefix)
+        if m.group(2) and m.group(2) not in _ESCAPES and m.group(2) not in _NON_VALUE_ESCAPES
+    ]
+
+
+_LAZY: Final = re.compile(r"\.\{0,(\d+)\}\?")
+
+
+def compile_prefix(prefix: str) -> PrefixPattern:
+    """Compile `log_line_prefix` (as set in postgresql.conf, unquoted) into a `PrefixPattern`."""
+    parts: list[str] = []
+    raw_literals: dict[int, str] = {}  # index in parts -> the literal text it matches
+    lazy: dict[int, tuple[int, bool]] = {}  # index in parts -> (bound, capturing) of a free-text value
+    fields: dict[str, int] = {}
+    ngroups = 0
+    optional_from = -1
+    i, n = 0, len(prefix)
+    literal: list[str] = []
+
+    def flush_literal() -> None:
+        if literal:
+            raw_literals[len(parts)] = "".join(literal)
+            parts.append(re.escape("".join(literal)))
+            literal.clear()
+
+    while i < n:
+        ch = prefix[i]
+        i += 1
+        if ch != "%":
+            literal.append(ch)
+            continue
+        if i >= n:
+            break  # a lone % at the end prints nothing (elog.c)
+        padding = 0
+        if prefix[i] == "-" or prefix[i].isdigit():
+            j = i + 1
+            while j < n and prefix[j].isdigit():
+                j += 1
+            padding = int(prefix[i:j]) if prefix[i:j] != "-" else 0
+            i = j
+            if i >= n:
+                break
+        esc = prefix[i]
+        i += 1
+        if esc == "%":
+            literal.append("%")
+            continue
+        if esc == "q":
+            flush_literal()
+            if optional_from < 0:
+                optional_from = len(parts)
+            continue
+        spec = _ESCAPES.get(esc)
+        if spec is None:
+            continue  # unknown escapes print nothing (elog.c: "format error - ignore it")
+        flush_literal()
+        value, field = spec
+        key = field
+        if field is not None and field.startswith("time_"):
+            key = "time"
+        elif field is not None and field.startswith("client_"):
+            key = "client"
+        if field is not None and key is not None and (key not in fields or _better(field, fields, key)):
+            ngroups += 1
+            fields[key] = ngroups - 1
+            fields[f"{key}:kind"] = ord(field[-1]) if key in ("time", "client") else 0
+            group = f"({value})"
+        else:
+            group = f"(?:{value})"
+        free = _LAZY.fullmatch(value)
+        if free is not None and padding == 0:
+            lazy[len(parts)] = (int(free.group(1)), group.startswith("(") and not group.startswith("(?:"))
+        if padding > 0:
+            group = f" *{group}"
+        elif padding < 0:
+            group = f"{group} *"
+        parts.append(group)
+    flush_literal()
+    fast_parts = list(parts)
+    for k, (bound, capturing) in lazy.items():
+        follow = raw_literals.get(k + 1, "")
+        if follow and follow[0] != "\n":
+            free_text = f"[^{re.escape(follow[0])}\n]{{0,{bound}}}"
+            fast_parts[k] = f"({free_text})" if capturing else f"(?:{free_text})"
+    if optional_from >= 0:
+        parts[optional_from:] = [f"(?:{''.join(parts[optional_from:])})?"]
+        fast_parts[optional_from:] = [f"(?:{''.join(fast_parts[optional_from:])})?"]
+    body = "".join(parts) + _SEVERITY
+    regex = re.compile(body)
+    fast_body = "".join(fast_parts) + _SEVERITY
+    fast_regex = re.compile(fast_body) if fast_body != body else None
+    time_kind = chr(fields["time:kind"]) if "time" in fields else ""
+    client_kind = chr(fields["client:kind"]) if "client" in fields else ""
+    return PrefixPattern(
+        prefix=prefix,
+        regex=regex,
+        severity_group=regex.groups - 2,
+        verbose_sqlstate_group=regex.groups - 1,
+        time_group=fields.get("time", -1),
+        time_kind=time_kind,
+        user_group=fields.get("user", -1),
+        database_group=fields.get("database", -1),
+        application_group=fields.get("application", -1),
+        client_group=fields.get("client", -1),
+        client_kind=client_kind,
+        pid_group=fields.get("pid", -1),
+        sqlstate_group=fields.get("sqlstate", -1),
+        fast_regex=fast_regex,
+    )
+
+
+_TIME_RANK: Final = {"m": 0, "n": 1, "t": 2}
+
+
+def _better(field: str, fields: dict[str, int], key: str) -> bool:
+    """A later time escape replaces an earlier one when it is more precise (%m, %n over %t)."""
+    if key != "time":
+        return False
+    return _TIME_RANK[field[-1]] < _TIME_RANK[chr(fields["time:kind"])]
