@@ -27,6 +27,7 @@ CONFIGS = [
     REPO / "systemd" / "forwarder.toml",
     REPO / "deploy" / "container" / "forwarder.toml",
     KUBERNETES / "base" / "forwarder.toml",
+    KUBERNETES / "node" / "forwarder.toml",
 ]
 MAX_EXPOSURE = 1.5
 
@@ -220,15 +221,39 @@ def test_kubernetes_manifests_parse_and_agree_with_the_config() -> None:
     assert pod["spec"]["terminationGracePeriodSeconds"] > config.delivery.shutdown_grace_seconds
 
 
+def test_the_node_daemonset_reads_the_pod_logs_as_its_config_says() -> None:
+    (ds,) = [d for d in _documents(KUBERNETES / "node" / "daemonset.yaml") if d["kind"] == "DaemonSet"]
+    pod = ds["spec"]["template"]["spec"]
+    (fwd,) = pod["containers"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["mountPath"]: m for m in fwd["volumeMounts"]}
+    # The node's container logs, read-only, and nothing of the node writable but the store's directory.
+    assert volumes[mounts["/var/log/pods"]["name"]]["hostPath"]["path"] == "/var/log/pods"
+    assert mounts["/var/log/pods"]["readOnly"] is True
+    sc = fwd["securityContext"]
+    assert sc["readOnlyRootFilesystem"] and sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"], "add": ["DAC_READ_SEARCH"]}
+    config = load_config(KUBERNETES / "node" / "forwarder.toml")
+    assert config.databases and all(db.log.format == "cri" for db in config.databases)
+    assert all(db.log.path.startswith("/var/log/pods/") for db in config.databases)
+    assert config.store.path.parent.as_posix() in mounts
+    assert config.server.port == fwd["ports"][0]["containerPort"]
+    assert pod["terminationGracePeriodSeconds"] > config.delivery.shutdown_grace_seconds
+
+
 def test_kustomize_builds() -> None:
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         pytest.skip("kubectl is not installed: cannot run its kustomize")
-    for target in (KUBERNETES, KUBERNETES / "prometheus-operator"):
+    for target, workload in (
+        (KUBERNETES, {"Service", "StatefulSet"}),
+        (KUBERNETES / "prometheus-operator", {"Service", "StatefulSet"}),
+        (KUBERNETES / "node", {"Namespace", "DaemonSet"}),
+    ):
         out = subprocess.run([kubectl, "kustomize", str(target)], capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         kinds = [d["kind"] for d in yaml.safe_load_all(out.stdout) if d]
-        assert {"ConfigMap", "Service", "StatefulSet"} <= set(kinds)
+        assert {"ConfigMap", *workload} <= set(kinds)
 
 
 # --- Prometheus ---------------------------------------------------------------------------------
