@@ -27,9 +27,11 @@ Choices documented here because every format shares them:
 
 from __future__ import annotations
 
+from typing import Final
+
 from forwarder.model import Kind, LogLine
 from forwarder.pglog.classify import classify
-from forwarder.pglog.normalize import normalize, normalize_statement
+from forwarder.pglog.normalize import normalize, normalize_refused, normalize_statement
 from forwarder.pglog.redact import redact_message, redact_text, scrub_passwords
 
 _new_line = tuple.__new__
@@ -147,10 +149,12 @@ class Entry:
                 query, changed = scrub_passwords(query)
                 redacted = redacted or changed
         else:
-            if statement is not None:
-                statement, redacted, fp = normalize_statement(statement)
-            else:
+            if statement is None:
                 redacted = False
+            elif (position := _syntax_error_at(message, sqlstate)) > 0:
+                statement, redacted, fp = normalize_refused(statement, position)
+            else:
+                statement, redacted, fp = normalize_statement(statement)
             if not safe:
                 message, changed = redact_message(message)
                 redacted = redacted or changed
@@ -194,3 +198,19 @@ class Entry:
                 self.orphan,
             ),
         )
+
+
+_AT_CHARACTER: Final = " at character "
+
+
+def _syntax_error_at(message: str, sqlstate: str | None) -> int:
+    """Where the server's parser stopped, when `message` is its syntax error (SQLSTATE 42601, or
+    scan.l/gram.y's wording when the log has no SQLSTATE) ending in `at character N`; else 0.
+
+    Such a statement does not parse: its bare words after that point are as likely a value the
+    client forgot to quote as names (normalize.py, `_strict_scrub`)."""
+    if sqlstate != "42601" and not message.startswith(("syntax error at ", "unterminated ")):
+        return 0
+    at = message.rfind(_AT_CHARACTER)
+    digits = message[at + len(_AT_CHARACTER) :] if at >= 0 else ""
+    return int(digits) if digits.isdigit() else 0

@@ -17,7 +17,8 @@ are the entry points; nothing else in the daemon touches libpg_query.
    parser stopped on, its bare words that are not SQL keywords go too, since a value the client
    forgot to quote (`WHERE name = John Smith`) is what makes such a statement fail. One
    libpg_query must not be given (longer than 8 KiB, a NUL byte, many comment openers: see
-   `_MAX_PARSE`) is not known to be wrong and goes to the plain scrubber. Either way no literal
+   `_MAX_PARSE`) is not known to be wrong and goes to the plain scrubber, unless the server's own
+   syntax error says where it stopped (`normalize_refused`, from entry.py). Either way no literal
    survives: a statement is never emitted raw.
 
 What the scrubber does, token by token (PostgreSQL's lexer rules, src/backend/parser/scan.l):
@@ -326,6 +327,14 @@ def normalize_statement(sql: str, with_fingerprint: bool = True) -> tuple[str, b
             cache.clear()  # cheaper per miss than an LRU's bookkeeping; what repeats comes back at once
         found = cache[sql] = _normalize_statement(sql, with_fingerprint)
     return found
+
+
+def normalize_refused(sql: str, position: int) -> tuple[str, bool, str]:
+    """`normalize_statement` of a statement the server refused with a syntax error at character
+    `position` (its message's `at character N`): reduced strictly (`_strict_scrub`) without asking
+    libpg_query, which is not given every statement (see `_MAX_PARSE`) and would refuse it too."""
+    text, changed = _strict_scrub(sql, position)
+    return text, changed, fingerprint(text)
 
 
 def _normalize_statement(sql: str, with_fingerprint: bool) -> tuple[str, bool, str]:

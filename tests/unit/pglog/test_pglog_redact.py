@@ -434,3 +434,22 @@ def test_crafted_texts_are_handled_fast(text: str, field: str) -> None:
     else:
         redact_message(text)
     assert time.perf_counter() - start < 1.0
+
+
+def test_a_long_statement_the_server_refused_is_reduced_from_the_error_position() -> None:
+    # Over 8 KiB, a statement is never given to libpg_query (normalize._MAX_PARSE); the server's
+    # own syntax error says where it stopped, and the unquoted value there goes all the same.
+    sql = "SELECT * FROM customers WHERE name = Zalgoria Quenbyte /* " + "x" * 9000 + " */"
+    position = sql.index("Quenbyte") + 1
+    line = one(
+        f'{T0} [7] app@shop/psql ERROR:  syntax error at or near "Quenbyte" at character {position}\n'
+        f"{T0} [7] app@shop/psql STATEMENT:  {sql}\n"
+    )
+    assert line.message == f'syntax error at or near "..." at character {position}'
+    assert line.statement == "SELECT * FROM customers WHERE name = $1 $2"
+    assert line.redacted
+    # The same statement without the error keeps its names: only a refused one is read strictly.
+    slow = one(
+        f"{T0} [7] app@shop/psql LOG:  duration: 1.000 ms  statement: SELECT * FROM customers WHERE name = Zalgoria\n"
+    )
+    assert slow.statement == "SELECT * FROM customers WHERE name = Zalgoria"
