@@ -112,6 +112,14 @@ def parse_time(text: str) -> int:
 _DIGITS: Final = re.compile(r"\d+")
 
 
+# Messages repeat (value-free templates; a slow statement's message is always the same few words),
+# so keys are kept for short ones: a hit costs a dict lookup instead of a regex and a hash. Cleared
+# when full, like normalize.py's cache (what repeats comes back at once).
+_GROUP_KEYS: Final[dict[tuple[str, str, str | None], int]] = {}
+_GROUP_KEYS_ENTRIES: Final = 4096
+_GROUP_KEYS_MAX_CHARS: Final = 512
+
+
 def group_key(kind: str, message: str, fingerprint: str | None = None) -> int:
     """Stable signed 64-bit key of a repeated message: its kind plus the value-free message text.
 
@@ -120,6 +128,17 @@ def group_key(kind: str, message: str, fingerprint: str | None = None) -> int:
     statement's fingerprint instead (the message is only "duration: N ms  statement"), so the
     groups of slow lines are the top statements; its parse, bind and execute are one group.
     """
+    if len(message) > _GROUP_KEYS_MAX_CHARS:
+        return _group_key(kind, message, fingerprint)
+    found = _GROUP_KEYS.get(key := (kind, message, fingerprint))
+    if found is None:
+        if len(_GROUP_KEYS) >= _GROUP_KEYS_ENTRIES:
+            _GROUP_KEYS.clear()
+        found = _GROUP_KEYS[key] = _group_key(kind, message, fingerprint)
+    return found
+
+
+def _group_key(kind: str, message: str, fingerprint: str | None) -> int:
     # "\x01" keeps a fingerprint apart from message text (PostgreSQL's messages never start with it).
     template = "\x01" + fingerprint if kind == "slow_query" and fingerprint else _DIGITS.sub("0", message)
     digest = hashlib.blake2b(f"{kind}\x00{template}".encode(), digest_size=8).digest()
@@ -171,10 +190,12 @@ FIELD_DESCRIPTIONS: Final[dict[str, str]] = {
 }
 
 
-def line_document(line: LogLine, host: str, database_id: str, database_name: str) -> dict[str, object]:
-    """The SPEC 2.1 fields of a stored line but `id` (the store adds it), in SPEC order."""
-    return {
-        "time": format_time(line.time_us),
+def line_document(
+    line: LogLine, host: str, database_id: str, database_name: str, *, time: bool = True
+) -> dict[str, object]:
+    """The SPEC 2.1 fields of a stored line but `id` (the store adds it), in SPEC order; without
+    `time` too when `time` is False (the store keeps it in a column of its own)."""
+    fields: dict[str, object] = {
         "host": host,
         "database_id": database_id,
         "database_name": database_name,
@@ -194,6 +215,7 @@ def line_document(line: LogLine, host: str, database_id: str, database_name: str
         "duration_ms": line.duration_ms,
         "redacted": line.redacted,
     }
+    return {"time": format_time(line.time_us), **fields} if time else fields
 
 
 def spec_fields(line: LogLine) -> dict[str, object]:

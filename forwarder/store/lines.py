@@ -90,16 +90,6 @@ def splice_id(line_id: int, doc: bytes) -> bytes:
     return b'{"id":"%d",%s' % (line_id, doc[1:])
 
 
-_TIME_PREFIX: Final = b'{"time":"'
-
-
-def _without_time(doc: bytes) -> bytes:
-    """A document as packed: `time` (always first, always one JSON string) left out."""
-    if not doc.startswith(_TIME_PREFIX):
-        raise ValueError("a line's document starts with its time")
-    return b"{" + doc[doc.index(b'"', len(_TIME_PREFIX)) + 2 :]
-
-
 def stored_doc(line_id: int, time_us: int, stored: bytes) -> bytes:
     """The JSON document of a stored line, `id` and `time` spliced in, without decoding its JSON."""
     if is_plain(stored):
@@ -129,8 +119,9 @@ Row = tuple[int, int, int, int, str | None, int, bytes]
 def encode_rows(identity: Identity, lines: Sequence[LogLine]) -> list[Row]:
     """Lines as rows of the lines table: each serialized once, here (a parse worker may do it)."""
     rows: list[Row] = []
+    host, database_id, database_name = identity.host, identity.database_id, identity.database_name
     for line in lines:
-        doc = encode_doc(identity, line)
+        doc = orjson.dumps(line_document(line, host, database_id, database_name, time=False))
         rows.append(
             (
                 identity.code,
@@ -139,7 +130,7 @@ def encode_rows(identity: Identity, lines: Sequence[LogLine]) -> list[Row]:
                 group_key(line.kind, line.message, line.fingerprint),
                 line.fingerprint,
                 0,
-                pack(_without_time(doc)),
+                pack(doc),
             )
         )
     return rows
