@@ -44,7 +44,7 @@ from forwarder.model import (
     parse_group_id,
     parse_time,
 )
-from forwarder.sources.tail import SourceState
+from forwarder.sources.follower import SourceState
 from forwarder.store import DatabaseSettings, Group, LineQuery
 from forwarder.store.store import day_of
 

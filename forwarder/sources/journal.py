@@ -26,16 +26,14 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections import Counter, deque
+from collections import deque
 from dataclasses import dataclass, field
 
-from forwarder import metrics
 from forwarder.clock import Clock
 from forwarder.config import DatabaseConfig, LogSourceConfig
-from forwarder.logsetup import RepeatedFailureLog
-from forwarder.model import KINDS
-from forwarder.sources.parsing import AsyncReader, LocalReader, ParseWorker, ReaderSpec
-from forwarder.sources.tail import _DOWN, DISABLED, MISMATCH_LINES, SourceStatus
+from forwarder.sources.follower import DISABLED, Follower, SourceStatus
+from forwarder.sources.parsing import AsyncReader, ParseWorker, ReaderSpec
+from forwarder.sources.tail import MISMATCH_LINES
 from forwarder.store import Identity, Store
 from forwarder.store.lines import Row
 from forwarder.store.store import write_failure_reason
@@ -92,7 +90,7 @@ class _Session:
     marks: deque[tuple[int, str]] = field(default_factory=deque)  # (end offset, cursor) per record
 
 
-class JournalFollower:
+class JournalFollower(Follower):
     """Reads one database's journal records into the store; `run()` until `stop()`."""
 
     def __init__(
@@ -103,44 +101,12 @@ class JournalFollower:
         clock: Clock,
         worker: ParseWorker | None = None,
     ) -> None:
-        self.db = db
-        self.identity = identity
-        self._store = store
-        self._clock = clock
-        self._worker = worker  # None: parse in this process
-        self._status = SourceStatus()
-        self.enabled = True
-        self._full_text = False
+        super().__init__(db, identity, store, clock, worker, log)
         self._reader: AsyncReader | None = None
-        self._stopping = False
-        self._wake = asyncio.Event()  # a setting changed, or stop()
-        self._failures = RepeatedFailureLog(log, clock)
-        self._source_up = metrics.SOURCE_UP.labels(db.id)
-        self._read_bytes = metrics.INGEST_BYTES.labels(db.id)
-        self._last_read = metrics.LAST_READ.labels(db.id)
-        self._lines_by_kind = [metrics.INGEST_LINES.labels(db.id, kind) for kind in KINDS]
         self.where = db.log.source()
 
-    @property
-    def status(self) -> SourceStatus:
-        return DISABLED if not self.enabled else self._status
-
-    @status.setter
-    def status(self, value: SourceStatus) -> None:
-        self._status = value
-        self._source_up.set(0 if value.state in _DOWN else 1)
-
-    @property
-    def full_text(self) -> bool:
-        return self._full_text
-
-    def apply_settings(self, enabled: bool, full_text: bool) -> None:
-        """Take new settings now: a disabled database stops reading (its cursor kept)."""
-        self.enabled = enabled
-        self._full_text = full_text
-        if self._reader is not None:
-            self._reader.full_text = full_text
-        self._wake.set()
+    def _open_readers(self) -> list[AsyncReader]:
+        return [] if self._reader is None else [self._reader]
 
     def stop(self) -> None:
         """Ask `run()` to return: what was read and is complete is stored first."""
@@ -175,12 +141,6 @@ class JournalFollower:
                 await asyncio.wait_for(self._wake.wait(), delay)
             delay = min(delay * 2, RETRY_MAX_SECONDS)
 
-    async def _new_reader(self) -> AsyncReader:
-        spec = ReaderSpec("journal", self.db.log.line_prefix, self.db.log.timezone, self.identity)
-        if self._worker is None:
-            return LocalReader(spec, self._full_text)
-        return await self._worker.open(spec, self._full_text)
-
     async def _session(self, cursor: str | None) -> str | None:
         """Read journalctl's output until stop() or a disable; returns the cursor stored last.
 
@@ -188,7 +148,9 @@ class JournalFollower:
         stored; an entry still pending is read again by the next session, from the stored cursor).
         """
         args = journalctl_args(self.db.log, cursor)
-        session = _Session(await self._new_reader())  # first: a worker that fails leaves no child behind
+        session = _Session(
+            await self._new_reader(ReaderSpec("journal", self.db.log.line_prefix, self.db.log.timezone, self.identity))
+        )  # first: a worker that fails leaves no child behind
         try:
             proc = await asyncio.create_subprocess_exec(
                 *args,
@@ -244,8 +206,7 @@ class JournalFollower:
 
     async def _feed(self, session: _Session, chunk: bytes, now: float) -> list[Row]:
         """Give `chunk` to the reader, noting each whole record's end offset and cursor."""
-        self._read_bytes.inc(len(chunk))
-        self._last_read.set(self._clock.now())
+        self._count_read(len(chunk))
         data = session.partial + chunk
         end = data.rfind(b"\n") + 1
         session.partial = data[end:]
@@ -266,8 +227,7 @@ class JournalFollower:
             return None
         raw, session.stored = committed - session.stored, committed
         await self._store.append_rows(self.identity, rows, [], raw, journal_cursor=cursor)
-        for kind, n in Counter(row[2] for row in rows).items():
-            self._lines_by_kind[kind].inc(n)
+        self._count_stored(rows)
         return cursor
 
 

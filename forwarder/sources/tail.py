@@ -29,20 +29,17 @@ import logging
 import mmap
 import os
 import stat
-from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import BinaryIO, Final, Literal
+from typing import BinaryIO
 
-from forwarder import metrics
 from forwarder.clock import Clock
 from forwarder.config import DatabaseConfig
-from forwarder.logsetup import RepeatedFailureLog
-from forwarder.model import KINDS
 from forwarder.pglog import TimeCounts, uses_line_prefix
 from forwarder.pglog.prefix import compile_prefix
-from forwarder.sources.parsing import AsyncReader, LocalReader, ParseWorker, ReaderSpec
+from forwarder.sources.follower import DISABLED, NO_TIME_COUNTS, Follower, Skipped, SourceStatus
+from forwarder.sources.parsing import AsyncReader, ParseWorker, ReaderSpec
 from forwarder.sources.watch import DirectoryWatch, watched_directory
 from forwarder.store import Identity, SourceFile, Store
 from forwarder.store.lines import Row
@@ -66,25 +63,6 @@ IDLE_CLOSE_SECONDS = 300  # an older file unchanged this long gives its descript
 # The kernel makes a write visible page by page (a reader may see the first pages of a long write):
 # data read up to a page boundary may be cut there, so its last entry is not taken as whole.
 PAGE_BYTES = mmap.PAGESIZE
-
-NO_TIME_COUNTS: Final = TimeCounts()
-SourceState = Literal["starting", "reading", "disabled", "no_file", "permission_denied", "format_mismatch", "error"]
-
-
-@dataclass(frozen=True, slots=True)
-class SourceStatus:
-    """What the overview shows about a database's log reading."""
-
-    state: SourceState = "starting"
-    file: str | None = None
-    reason: str | None = None
-    skipped: tuple[Skipped, ...] = ()  # entries matching the glob that are not read
-    # How well the file's own times were read (see pglog.TimeCounts), and that in words.
-    times: TimeCounts = NO_TIME_COUNTS
-    time_note: str | None = None
-
-
-DISABLED: Final = SourceStatus("disabled", None, "log reading is disabled in the settings")
 
 
 @dataclass(slots=True)
@@ -112,9 +90,6 @@ class _File:
             self.fh = None
 
 
-# Reading states that mean the log cannot be read (forwarder_ingest_source_up = 0).
-_DOWN: frozenset[SourceState] = frozenset({"no_file", "permission_denied", "error"})
-
 # Never block on a FIFO or device, never follow a link the check did not resolve, never leak the
 # descriptor into a child process.
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -125,14 +100,6 @@ _REPLACED_ERRNOS = frozenset({errno.ELOOP, errno.ENXIO, errno.ENODEV, errno.EISD
 
 # Files next to the store that are the store too (WAL mode, and a rollback journal if ever used).
 _STORE_SUFFIXES = ("", "-wal", "-shm", "-journal")
-
-
-@dataclass(frozen=True, slots=True)
-class Skipped:
-    """An entry matching the glob that is not read, and why (in words)."""
-
-    path: str
-    why: str
 
 
 def _resolve(path: str) -> tuple[str, os.stat_result] | Skipped:
@@ -179,7 +146,7 @@ def _open_regular(path: str, key: tuple[int, int]) -> BinaryIO:
     return os.fdopen(fd, "rb")
 
 
-class DatabaseFollower:
+class DatabaseFollower(Follower):
     """Reads one database's log files into the store; `run()` until cancelled."""
 
     def __init__(
@@ -192,60 +159,25 @@ class DatabaseFollower:
         private: Iterable[Path] = (),
     ) -> None:
         """`private`: the daemon's own files besides the store's (secrets key, config), never read."""
-        self.db = db
+        super().__init__(db, identity, store, clock, worker, log)
         store_path = str(store.config.path)
         self._private = [Path(store_path + suffix) for suffix in _STORE_SUFFIXES] + list(private)
         self._skip_logged: set[Skipped] = set()
-        self.identity = identity
-        self._store = store
-        self._clock = clock
-        self._worker = worker  # None: parse in this process
         self._files: dict[tuple[int, int], _File] = {}
         self._known: dict[tuple[int, int], SourceFile] = {}
         self._retired: dict[bytes, int] = {}  # head -> end offset of files truncated or gone
-        self._status = SourceStatus()
-        self.enabled = True
-        self._full_text = False
-        self._wake = asyncio.Event()
         self._watch: DirectoryWatch | None = None
         self._watch_failure: str | None = None  # the last reason the directory could not be watched, logged once
-        self._stopping = False
         self._stopped = asyncio.Event()  # ends the batch window early
-        self._source_up = metrics.SOURCE_UP.labels(db.id)
-        self._read_bytes = metrics.INGEST_BYTES.labels(db.id)
-        self._last_read = metrics.LAST_READ.labels(db.id)
-        self._lines_by_kind = [metrics.INGEST_LINES.labels(db.id, kind) for kind in KINDS]
-        self._failures = RepeatedFailureLog(log, clock)
 
-    @property
-    def status(self) -> SourceStatus:
-        # Disabled from the moment the setting says so: a poll that was under way when the reader was
-        # disabled still ends by recording what it read, and must not show "reading" meanwhile.
-        return DISABLED if not self.enabled else self._status
+    def _open_readers(self) -> Iterable[AsyncReader]:
+        return [f.reader for f in self._files.values()]
 
-    @status.setter
-    def status(self, value: SourceStatus) -> None:
-        self._status = value
-        self._source_up.set(0 if value.state in _DOWN else 1)
-
-    @property
-    def full_text(self) -> bool:
-        return self._full_text
-
-    def apply_settings(self, enabled: bool, full_text: bool) -> None:
-        """Take new settings now: a disabled database stops reading (offsets kept)."""
-        self.enabled = enabled
-        self._full_text = full_text
-        for f in self._files.values():
-            f.reader.full_text = full_text
-        self._wake.set()
-
-    async def _new_reader(self) -> AsyncReader:
+    async def _file_reader(self) -> AsyncReader:
         log = self.db.log
-        spec = ReaderSpec(log.format, log.line_prefix, log.timezone, self.identity, log.syslog_ident)
-        if self._worker is None:
-            return LocalReader(spec, self._full_text)
-        return await self._worker.open(spec, self._full_text)
+        return await self._new_reader(
+            ReaderSpec(log.format, log.line_prefix, log.timezone, self.identity, log.syslog_ident)
+        )
 
     def stop(self) -> None:
         """Ask `run()` to return: it stops between chunks, stores what it parsed, then returns.
@@ -503,7 +435,7 @@ class DatabaseFollower:
             # A new inode with the first bytes of a file we read: a copy (logrotate copytruncate
             # with a glob that matches the copies). Its lines up to that file's offset are stored.
             start = min(twin, os.fstat(fh.fileno()).st_size)
-        reader = await self._new_reader()
+        reader = await self._file_reader()
         f = _File(key[0], key[1], stored_head, path, start, reader, start, start, stored=known is not None)
         f.fh = fh
         self._files[key] = f
@@ -548,7 +480,7 @@ class DatabaseFollower:
             await self._commit(await f.reader.flush(), [f])
             self._retire(f)
             await f.reader.aclose()
-            f.reader = await self._new_reader()
+            f.reader = await self._file_reader()
             f.base = f.committed = f.read_pos = f.seen_lines = 0
             f.head = b""
         if len(f.head) < HEAD_BYTES and size > len(f.head):
@@ -580,8 +512,7 @@ class DatabaseFollower:
                 chunk = os.pread(fd, min(CHUNK_BYTES, size - f.read_pos), f.read_pos)
                 if not chunk:
                     break
-                self._read_bytes.inc(len(chunk))
-                self._last_read.set(self._clock.now())
+                self._count_read(len(chunk))
                 start = 0
                 while start < len(chunk):
                     room = min(APPEND_LINES - len(lines), FEED_LINES)
@@ -639,8 +570,7 @@ class DatabaseFollower:
         if not lines and not offsets:
             return
         await self._store.append_rows(self.identity, lines, offsets, raw)
-        for kind, n in Counter(row[2] for row in lines).items():
-            self._lines_by_kind[kind].inc(n)
+        self._count_stored(lines)
 
     async def _commit(self, lines: list[Row], files: list[_File]) -> None:
         """Store lines and the offsets they take each file to, in one transaction."""
