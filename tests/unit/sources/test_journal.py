@@ -13,7 +13,6 @@ import json
 import os
 import re
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ import orjson
 import pytest
 
 from forwarder.clock import FakeClock
-from forwarder.config import ConfigError, DatabaseConfig, LogSourceConfig, StoreConfig, config_from_dict
+from forwarder.config import ConfigError, DatabaseConfig, LogSourceConfig, config_from_dict
 from forwarder.pglog import make_reader, parse_stream
 from forwarder.sources.journal import JournalFollower, journalctl_args
 from forwarder.store import LineQuery, Store
@@ -91,14 +90,6 @@ class Journal:
 def db_config(journalctl: Path | str) -> DatabaseConfig:
     log = LogSourceConfig(format="journal", line_prefix=PREFIX, journal_unit=UNIT, journalctl_path=str(journalctl))
     return DatabaseConfig(id="main", name="main", host="h", log=log)
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    s = Store(StoreConfig(path=tmp_path / "s.db"), FakeClock())
-    await s.start()
-    yield s
-    await s.aclose()
 
 
 async def stored(store: Store) -> list[dict[str, Any]]:

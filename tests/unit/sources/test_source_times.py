@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import orjson
@@ -11,7 +10,7 @@ import pytest
 
 from forwarder import metrics
 from forwarder.clock import FakeClock
-from forwarder.config import DatabaseConfig, LogSourceConfig, StoreConfig
+from forwarder.config import DatabaseConfig, LogSourceConfig
 from forwarder.sources.parsing import ParseWorker
 from forwarder.sources.tail import DatabaseFollower
 from forwarder.store import LineQuery, Store
@@ -23,14 +22,6 @@ NEW_YORK = (
     b"2026-01-10 07:00:01.000 EST [101] STATEMENT:  SELECT * FROM t\n"
     b"2026-01-10 07:00:02.000 EST [100] LOG:  checkpoint complete\n"
 )
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    s = Store(StoreConfig(path=tmp_path / "s.db"), FakeClock())
-    await s.start()
-    yield s
-    await s.aclose()
 
 
 async def read_once(

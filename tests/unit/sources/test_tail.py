@@ -6,7 +6,7 @@ import asyncio
 import os
 import socket
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from forwarder.clock import FakeClock
-from forwarder.config import DatabaseConfig, LogSourceConfig, StoreConfig
+from forwarder.config import DatabaseConfig, LogSourceConfig
 from forwarder.pglog import WHOLE_WRITE_BYTES
 from forwarder.sources.tail import PAGE_BYTES, DatabaseFollower
 from forwarder.store import LineQuery, Store
@@ -28,14 +28,6 @@ def entry(i: int, extra: str = "") -> bytes:
         f'2026-11-22 10:00:{i % 60:02d}.000 UTC [{100 + i}] ERROR:  relation "t{i}" does not exist\n'
         f"2026-11-22 10:00:{i % 60:02d}.000 UTC [{100 + i}] STATEMENT:  SELECT * FROM t{i}{extra}\n"
     ).encode()
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    s = Store(StoreConfig(path=tmp_path / "s.db"), FakeClock())
-    await s.start()
-    yield s
-    await s.aclose()
 
 
 _made: list[DatabaseFollower] = []  # by `follower`, in the running test

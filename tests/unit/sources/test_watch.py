@@ -5,14 +5,13 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from forwarder.clock import FakeClock
-from forwarder.config import DatabaseConfig, LogSourceConfig, StoreConfig
+from forwarder.config import DatabaseConfig, LogSourceConfig
 from forwarder.sources import watch
 from forwarder.sources.parsing import ParseWorker
 from forwarder.sources.tail import DatabaseFollower
@@ -25,14 +24,6 @@ PREFIX = "%m [%p] "
 
 def entry(i: int) -> bytes:
     return f'2026-11-22 10:00:{i % 60:02d}.000 UTC [{100 + i}] ERROR:  relation "t{i}" does not exist\n'.encode()
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    s = Store(StoreConfig(path=tmp_path / "s.db"), FakeClock())
-    await s.start()
-    yield s
-    await s.aclose()
 
 
 async def running(
