@@ -1,4 +1,4 @@
-"""Formats that wrap PostgreSQL's stderr text in an envelope (syslog files, CRI container logs).
+"""Formats that wrap PostgreSQL's stderr text in an envelope: syslog files, CRI container logs, the journal.
 
 Such a reader unwraps each physical line of its file into the stderr text PostgreSQL wrote and
 feeds that text, line by line, to a composed `StderrReader`: prefix matching, entry assembly,
@@ -7,11 +7,11 @@ the `EntryReader` contract in bytes of the *envelope* file: each line fed to the
 remembered with the byte where its envelope started, so the inner reader's `committed_offset`
 (in bytes of the unwrapped text) maps back to a byte of the file.
 
-The envelope often knows what the prefix may not: the time (syslog, CRI) and the pid (syslog's
-`postgres[pid]`). When the server's `log_line_prefix` lacks `%m`/`%t`/`%n` (or `%p`), the inner
-reader's prefix is the server's prefix preceded by `%n ` (or `[%p] `), and each line that the
-server's prefix recognizes is fed with the envelope's values in front. Lines the prefix does not
-recognize go in unchanged: they stay what they are (continuations or unparsed lines).
+The envelope often knows what the prefix may not: the time (syslog, CRI, the journal) and the pid
+(syslog's `postgres[pid]`, the journal's `_PID`). When the server's `log_line_prefix` lacks
+`%m`/`%t`/`%n` (or `%p`), the inner reader's prefix is the server's prefix preceded by `%n ` (or
+`[%p] `), and each line that the server's prefix recognizes is fed with the envelope's values in
+front. Lines the prefix does not recognize go in unchanged: they stay what they are (continuations or unparsed lines).
 """
 
 from __future__ import annotations
