@@ -11,7 +11,8 @@ The envelope often knows what the prefix may not: the time (syslog, CRI, the jou
 (syslog's `postgres[pid]`, the journal's `_PID`). When the server's `log_line_prefix` lacks
 `%m`/`%t`/`%n` (or `%p`), the inner reader's prefix is the server's prefix preceded by `%n ` (or
 `[%p] `), and each line that the server's prefix recognizes is fed with the envelope's values in
-front. Lines the prefix does not recognize go in unchanged: they stay what they are (continuations or unparsed lines).
+front. Lines the prefix does not recognize go in unchanged: they stay what they are
+(continuations or unparsed lines).
 """
 
 from __future__ import annotations
