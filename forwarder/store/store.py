@@ -46,10 +46,6 @@ FTS_QUIET_SECONDS = 0.2  # the index waits for appends to pause this long...
 # while a backlog was stored, such a search took ~10 s at a million lines.
 FTS_MAX_TAIL = 10_000
 FTS_BATCH = 5000
-# Lines indexed per transaction while appends are arriving: an append waits for the one under way,
-# and 5,000 lines held it ~100-200 ms (steady 5,000 lines/s, p99 of write -> webhook 213-233 ms
-# with 5,000, 194-204 ms with 1,000, bench/deliver.py --only steady).
-FTS_BUSY_BATCH = 1000
 # Pages of the full-text index's segments merged per write transaction (migration 8: FTS5 no
 # longer merges inside the transaction that wrote them). ~5-15 ms each here.
 FTS_MERGE_PAGES = 100
@@ -664,7 +660,7 @@ class Store:
                 watermark = await self._read(L.fts_watermark)
                 busy = asyncio.get_running_loop().time() - self._last_append < FTS_QUIET_SECONDS
                 if self.head_id > watermark and (not busy or self.head_id - watermark > FTS_MAX_TAIL):
-                    await self.index_once(FTS_BUSY_BATCH if busy else FTS_BATCH)
+                    await self.index_once(FTS_BATCH)
                     self._fts_merge_due = True
                     continue
                 # One merge step at a time: appends wait for no more than one of them.
