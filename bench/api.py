@@ -37,7 +37,6 @@ import os
 import platform
 import re
 import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -75,12 +74,6 @@ def machine() -> str:
     with open("/proc/cpuinfo") as f:
         cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "?")
     return f"{os.cpu_count()} CPUs ({cpu}), load {load}, Python {platform.python_version()}"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # --- the store --------------------------------------------------------------------------------
@@ -245,7 +238,6 @@ class Daemon(ForwarderProcess):
 
     def __init__(self, root: Path, store: Path, databases: int, retention_days: float = 36500) -> None:
         (root / "logs").mkdir(parents=True, exist_ok=True)
-        port = free_port()
         dbs: list[str] = []
         for db_id in database_ids(databases):
             glob = root / "logs" / f"{db_id}-*.log"
@@ -253,21 +245,9 @@ class Daemon(ForwarderProcess):
             dbs += [f'path = "{glob}"', f'line_prefix = "{PREFIX}"', "poll_interval_seconds = 0.05"]
         super().__init__(
             root,
-            port,
-            [
-                "[server]",
-                'host = "127.0.0.1"',
-                f"port = {port}",
-                "[store]",
-                f'path = "{store}"',
-                f"max_bytes = {1 << 42}",
-                f"retention_days = {retention_days}",
-                "[security]",
-                f'secrets_key_file = "{root / "secrets.key"}"',
-                "[insights]",
-                "enabled = false",
-                *dbs,
-            ],
+            store,
+            ["[insights]", "enabled = false", *dbs],
+            store_lines=[f"max_bytes = {1 << 42}", f"retention_days = {retention_days}"],
         )
         self.key = self.create_key("read-only", "bench-api")
 

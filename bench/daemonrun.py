@@ -8,9 +8,11 @@ from __future__ import annotations
 import http.client
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 PY = sys.executable
@@ -19,16 +21,38 @@ SHARED = Path(os.environ.get("SHARED_BENCH", str(REPO.parent / "shared" / "bench
 PREFIX = "%m [%p] %q%u@%d/%a "  # the log_line_prefix of every benchmark's log
 
 
-class ForwarderProcess:
-    """`forwarder run --config <root>/forwarder.toml` on `port`, its output in `<root>/daemon.log`."""
+def free_port() -> int:
+    """A loopback port free now (the benchmarks' daemons, receivers and peers listen on one)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
-    def __init__(self, root: Path, port: int, config_lines: list[str]) -> None:
+
+class ForwarderProcess:
+    """`forwarder run --config <root>/forwarder.toml` on a free loopback port, its output in
+    `<root>/daemon.log`.
+
+    The config's `[server]`, `[store]` (at `store`, then `store_lines`) and `[security]` (the
+    secrets key under `root`, then `security_lines`) are written here; `config_lines` follow them.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        store: Path,
+        config_lines: Sequence[str],
+        *,
+        store_lines: Sequence[str] = (),
+        security_lines: Sequence[str] = (),
+    ) -> None:
         root.mkdir(parents=True, exist_ok=True)
         self.root = root
-        self.port = port
+        self.port = port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         self.config = root / "forwarder.toml"
-        self.config.write_text("\n".join([*config_lines, ""]))
+        lines = ["[server]", 'host = "127.0.0.1"', f"port = {port}", "[store]", f'path = "{store}"', *store_lines]
+        lines += ["[security]", f'secrets_key_file = "{root / "secrets.key"}"', *security_lines, *config_lines]
+        self.config.write_text("\n".join([*lines, ""]))
         self.log_path = root / "daemon.log"
         self.proc: subprocess.Popen[bytes] | None = None
 

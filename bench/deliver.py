@@ -46,7 +46,6 @@ import queue
 import re
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -62,7 +61,7 @@ HERE = Path(__file__).resolve().parent
 # repository root; SHARED_BENCH names another copy.
 PEER_DIR = Path(os.environ.get("PEER_BENCH_DIR", "/tmp/peer-bench"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling modules, when run as a script
-from daemonrun import PREFIX, SHARED, ForwarderProcess  # noqa: E402
+from daemonrun import PREFIX, SHARED, ForwarderProcess, free_port  # noqa: E402
 
 PY = sys.executable
 TICK = os.sysconf("SC_CLK_TCK")
@@ -80,12 +79,6 @@ FTS_WATERMARK_KEY = "fts_indexed_upto"  # the store's kv key: lines up to this i
 
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _descendants(pid: int) -> list[int]:
@@ -243,20 +236,10 @@ class Daemon(ForwarderProcess):
     """`forwarder run` with a config of its own under `root`."""
 
     def __init__(self, root: Path, log_glob: str, poll: float, insights: bool) -> None:
-        port = free_port()
         super().__init__(
             root,
-            port,
+            root / "store.db",
             [
-                "[server]",
-                'host = "127.0.0.1"',
-                f"port = {port}",
-                "[store]",
-                f'path = "{root / "store.db"}"',
-                "max_bytes = 8589934592  # 8 GiB: retention by size must not touch the backlog",
-                "[security]",
-                f'secrets_key_file = "{root / "secrets.key"}"',
-                'allowed_destination_networks = ["127.0.0.0/8"]',
                 "[insights]",
                 f"enabled = {'true' if insights else 'false'}",
                 "[[databases]]",
@@ -268,6 +251,8 @@ class Daemon(ForwarderProcess):
                 f'line_prefix = "{PREFIX}"',
                 f"poll_interval_seconds = {poll}",
             ],
+            store_lines=["max_bytes = 8589934592  # 8 GiB: retention by size must not touch the backlog"],
+            security_lines=['allowed_destination_networks = ["127.0.0.0/8"]'],
         )
         self.key = self.create_key("read-write", "bench")
 

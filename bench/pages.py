@@ -163,45 +163,20 @@ class Daemon(ForwarderProcess):
     """`forwarder run` on the filled store; the logs it follows do not exist, so nothing is added."""
 
     def __init__(self, root: Path, store: Path) -> None:
-        with socket_port() as port:
-            pass
         dbs = []
         for db_id in DATABASES:
             dbs += ["[[databases]]", f'id = "{db_id}"', f'name = "{db_id}"', "[databases.log]"]
             dbs += [f'path = "{root / "absent" / db_id}-*.log"', f'line_prefix = "{PREFIX}"']
         super().__init__(
             root,
-            port,
-            [
-                "[server]",
-                'host = "127.0.0.1"',
-                f"port = {port}",
-                "[store]",
-                f'path = "{store}"',
+            store,
+            ["[insights]", "enabled = false  # they would work through the million lines meanwhile", *dbs],
+            store_lines=[
                 "max_bytes = 17179869184",
                 "retention_days = 36500  # the cached store's lines age between runs",
-                "[security]",
-                f'secrets_key_file = "{root / "secrets.key"}"',
-                "[insights]",
-                "enabled = false  # they would work through the million lines meanwhile",
-                *dbs,
             ],
         )
         self.key = self.create_key("read-only", "bench-pages")
-
-
-class socket_port:
-    """A free loopback port (context manager: the socket closes on exit)."""
-
-    def __enter__(self) -> int:
-        import socket
-
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        return int(self.sock.getsockname()[1])
-
-    def __exit__(self, *exc: object) -> None:
-        self.sock.close()
 
 
 class Client:
