@@ -144,8 +144,8 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 def cmd_parse(args: argparse.Namespace) -> int:
     from forwarder.model import spec_fields
-    from forwarder.pglog import make_reader, parse_stream, uses_line_prefix
-    from forwarder.pglog.prefix import compile_prefix, unknown_escapes
+    from forwarder.pglog import entries_carry_time, make_reader, parse_stream, uses_line_prefix
+    from forwarder.pglog.prefix import unknown_escapes
 
     prefixed = uses_line_prefix(args.format)  # the format carries PostgreSQL's stderr text
     if prefixed and (unknown := unknown_escapes(args.prefix)):
@@ -178,8 +178,8 @@ def cmd_parse(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     # Times in a zone --timezone does not use are read right but say the setting is wrong.
-    prefix_has_time = not (args.format == "stderr" and compile_prefix(args.prefix).time_kind == "")
-    note = reader.time_counts.note(args.timezone, setting="--timezone", prefix_has_time=prefix_has_time)
+    has_time = entries_carry_time(args.format, args.prefix)
+    note = reader.time_counts.note(args.timezone, setting="--timezone", prefix_has_time=has_time)
     if note is not None:
         print(f"forwarder parse: {note}", file=sys.stderr)
     if not unparsed:

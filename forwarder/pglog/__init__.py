@@ -36,6 +36,7 @@ __all__ = [
     "EntryReader",
     "Format",
     "TimeCounts",
+    "entries_carry_time",
     "make_reader",
     "parse_stream",
     "uses_line_prefix",
@@ -76,6 +77,14 @@ Format = Literal["stderr", "csvlog", "jsonlog", "syslog", "cri", "journal"]
 def uses_line_prefix(fmt: Format) -> bool:
     """Whether the format's lines carry `log_line_prefix` (csvlog and jsonlog have fields instead)."""
     return fmt not in ("csvlog", "jsonlog")
+
+
+def entries_carry_time(fmt: Format, line_prefix: str) -> bool:
+    """Whether entries of `fmt` have a time of their own: a csvlog/jsonlog field, the envelope's
+    (syslog, cri, journal), or the prefix's; False only for stderr with no %m, %t or %n."""
+    from forwarder.pglog.prefix import compile_prefix
+
+    return fmt != "stderr" or compile_prefix(line_prefix).time_kind != ""
 
 
 def make_reader(

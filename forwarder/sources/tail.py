@@ -36,8 +36,7 @@ from typing import BinaryIO
 
 from forwarder.clock import Clock
 from forwarder.config import DatabaseConfig
-from forwarder.pglog import TimeCounts, uses_line_prefix
-from forwarder.pglog.prefix import compile_prefix
+from forwarder.pglog import TimeCounts, entries_carry_time, uses_line_prefix
 from forwarder.sources.follower import DISABLED, NO_TIME_COUNTS, Follower, Skipped, SourceStatus
 from forwarder.sources.parsing import AsyncReader, ParseWorker, ReaderSpec
 from forwarder.sources.watch import DirectoryWatch, watched_directory
@@ -169,6 +168,8 @@ class DatabaseFollower(Follower):
         self._watch: DirectoryWatch | None = None
         self._watch_failure: str | None = None  # the last reason the directory could not be watched, logged once
         self._stopped = asyncio.Event()  # ends the batch window early
+        # Whether the overview's time note may blame the prefix (it has no time escape).
+        self._entries_carry_time = entries_carry_time(db.log.format, db.log.line_prefix)
 
     def _open_readers(self) -> Iterable[AsyncReader]:
         return [f.reader for f in self._files.values()]
@@ -391,15 +392,7 @@ class DatabaseFollower(Follower):
 
     def _time_note(self, times: TimeCounts) -> str | None:
         """What the overview says about the log's times, in words; None when all is well."""
-        log = self.db.log
-        no_time = log.format == "stderr" and self._prefix_has_no_time()
-        return times.note(log.timezone, setting="log.timezone", prefix_has_time=not no_time)
-
-    def _prefix_has_no_time(self) -> bool:
-        try:
-            return compile_prefix(self.db.log.line_prefix).time_kind == ""
-        except ValueError:
-            return False
+        return times.note(self.db.log.timezone, setting="log.timezone", prefix_has_time=self._entries_carry_time)
 
     def _private_keys(self) -> set[tuple[int, int]]:
         """(device, inode) of the daemon's own files that exist now (a hard link to one is one too)."""
