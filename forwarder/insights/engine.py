@@ -90,6 +90,7 @@ class Insights:
         self._by_kind: dict[str, list[Rule]] = {k: [r for r in self._rules.values() if k in r.kinds] for k in KINDS}
         self._db_ids: dict[int, str] = {}
         self.cursor = 0
+        self._cursor_loaded = False  # the saved cursor is read once, under `_stepping`
         self._pending_queries: set[Q.QueryKey] = set()  # queries seen since the last sweep...
         self._pending_overflow = False  # ...or too many to keep: all of them
         self._failures = RepeatedFailureLog(log, clock)
@@ -99,7 +100,6 @@ class Insights:
 
     async def run(self) -> None:
         """Follow the store until cancelled; sweep every SWEEP_SECONDS of the clock."""
-        self.cursor = await self._store.read(_cursor)
         next_sweep = self._clock.monotonic()
         loop = asyncio.get_running_loop()
         while True:
@@ -129,8 +129,6 @@ class Insights:
 
     async def catch_up(self) -> None:
         """Account for every line stored so far (tests and the end of a backlog)."""
-        if self.cursor == 0:
-            self.cursor = await self._store.read(_cursor)
         while await self.step():
             pass
 
@@ -140,6 +138,11 @@ class Insights:
             return await self._step()
 
     async def _step(self) -> bool:
+        if not self._cursor_loaded:
+            # Read under the lock and only once: a read begun by `run` and finished after a
+            # `catch_up` had stepped would move the cursor back and count those lines twice.
+            self.cursor = await self._store.read(_cursor)
+            self._cursor_loaded = True
         head = self._store.head_id
         if head <= self.cursor:
             return False

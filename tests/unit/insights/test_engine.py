@@ -149,3 +149,46 @@ async def test_sweeps_keep_their_schedule_under_a_steady_stream_of_lines(
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def test_a_catch_up_beside_the_running_loop_counts_each_line_once(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The loop starts while lines are being stored and a catch-up (the end of a backlog, a test)
+    # accounts for them. A read of the saved cursor by the loop that a step can overtake would move
+    # the cursor back once it returns, and the loop's next step would count the same lines again.
+    # Such a read is held here until the catch-up is done; one made while no step can run passes.
+    release, idle = asyncio.Event(), asyncio.Event()
+    read, stored_after = engine.store.read, engine.store.stored_after
+    loop_task: asyncio.Task[None] | None = None
+
+    async def gated_read(fn: Any) -> Any:
+        overtakable = not engine.insights._stepping.locked()
+        value = await read(fn)
+        if getattr(fn, "__name__", "") == "_cursor" and asyncio.current_task() is loop_task and overtakable:
+            await release.wait()  # read, and not yet returned
+        return value
+
+    async def waiting(after: int) -> None:  # the loop has accounted for everything and waits
+        idle.set()
+        await stored_after(after)
+
+    monkeypatch.setattr(engine.store, "read", gated_read)
+    monkeypatch.setattr(engine.store, "stored_after", waiting)
+    slow = "".join(
+        f"{stamp(T0 + s)} [5] app@shop/app LOG:  duration: 12.000 ms  statement: SELECT {s}\n" for s in range(3)
+    )
+    await engine.store.append(engine.identity, parse(slow), [], 0)
+    task = loop_task = asyncio.create_task(engine.insights.run())
+    try:
+        await asyncio.sleep(0)  # the loop starts
+        await engine.insights.catch_up()
+        release.set()
+        async with asyncio.timeout(5):
+            await idle.wait()
+        (query,) = await engine.insights.queries(engine.identity.code, None, None, "calls", 10)
+        assert query.calls == 3
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
