@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import threading
+import zlib
 from pathlib import Path
 
 import orjson
@@ -12,7 +14,7 @@ import orjson
 from forwarder.model import LogLine, line_document
 from forwarder.store import lines as L
 from forwarder.store import open_sync, schema
-from forwarder.store.docs import DICTIONARY_V1, pack, unpack
+from forwarder.store.docs import DICTIONARY_V1, DICTIONARY_V2, FORMAT_DEFLATE_V1, pack, unpack
 
 T0 = 1_800_000_000_000_000
 IDENT = L.Identity(1, "main", "Main", "db1.internal")
@@ -44,9 +46,37 @@ def indexed_words(conn: sqlite3.Connection) -> set[str]:
     return {w for (w,) in conn.execute("SELECT term FROM temp.vocab")}
 
 
-def test_the_dictionary_of_stored_documents_never_changes() -> None:
-    # Documents stored with it are read with it forever: a better one is a new format.
+def test_the_dictionaries_of_stored_documents_never_change() -> None:
+    # Documents stored with one are read with it forever: a better one is a new format.
     assert hashlib.sha256(DICTIONARY_V1).hexdigest()[:16] == "08d459240856fdab"
+    assert hashlib.sha256(DICTIONARY_V2).hexdigest()[:16] == "c07ecbe50ac451cc"
+
+
+def test_documents_of_every_earlier_format_are_read() -> None:
+    doc = orjson.dumps({"host": "h", "message": 'relation "..." does not exist', "pid": 7})
+    plain = orjson.dumps({"time": "2027-01-15T08:00:00.000000Z", "host": "h"})
+    deflater = zlib.compressobj(6, zlib.DEFLATED, -14, 4, zlib.Z_DEFAULT_STRATEGY, DICTIONARY_V1)
+    deflated = bytes((FORMAT_DEFLATE_V1,)) + deflater.compress(doc) + deflater.flush()
+    assert unpack(deflated) == doc and unpack(plain) == plain
+    assert pack(doc)[0] not in (FORMAT_DEFLATE_V1, plain[0])  # the current format is another
+
+
+def test_documents_are_packed_and_read_on_many_threads_at_once() -> None:
+    texts = [orjson.dumps({"message": f"line {i} " * (i % 50), "pid": i}) for i in range(400)]
+    failures: list[int] = []
+
+    def work(offset: int) -> None:
+        for i in range(offset, offset + 2000):
+            text = texts[i % len(texts)]
+            if unpack(pack(text)) != text:
+                failures.append(i)
+
+    threads = [threading.Thread(target=work, args=(k * 7,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
 
 
 def test_a_typical_line_takes_a_fraction_of_its_json(tmp_path: Path) -> None:
