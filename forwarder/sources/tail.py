@@ -41,7 +41,7 @@ from forwarder.sources.follower import DISABLED, NO_TIME_COUNTS, Follower, Skipp
 from forwarder.sources.parsing import AsyncReader, ParseWorker, ReaderSpec
 from forwarder.sources.watch import DirectoryWatch, watched_directory
 from forwarder.store import Identity, SourceFile, Store
-from forwarder.store.lines import Row
+from forwarder.store.lines import ROW_DOC, Row
 from forwarder.store.store import write_failure_reason
 
 log = logging.getLogger(__name__)
@@ -518,7 +518,7 @@ class DatabaseFollower(Follower):
                     f.seen_lines += piece.count(b"\n")
                     rows = await f.reader.feed(piece, now)
                     lines.extend(rows)
-                    nbytes += sum(len(row[-1]) for row in rows)
+                    nbytes += sum(len(row[ROW_DOC]) for row in rows)
                     if len(lines) >= APPEND_LINES or nbytes >= APPEND_BYTES:
                         batch = self._prepare(lines, [f])  # offsets as of these lines, before parsing on
                         if writing is not None:

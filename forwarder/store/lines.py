@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -110,10 +110,14 @@ def _text_fields(stored: bytes) -> dict[str, object]:
     return parsed
 
 
-# A line ready to insert: (db code, time_us, kind code, group key, fingerprint, size, doc): `doc`
-# in its stored (compressed) form; `size` is 0, which SQLite stores in no bytes (it was the
-# document's length, which nothing needs before reading the document).
-Row = tuple[int, int, int, int, str | None, int, bytes]
+# A line ready to insert: (db code, time_us, kind code, group key, fingerprint, size, doc, text):
+# `doc` in its stored (compressed) form; `size` is 0, which SQLite stores in no bytes (it was the
+# document's length, which nothing needs before reading the document); `text` is what the
+# full-text index will take (`search_text`), which is not a column: the store keeps it in memory
+# until the line is indexed, so indexing need not unpack and decode the document it was made from.
+Row = tuple[int, int, int, int, str | None, int, bytes, str]
+ROW_DOC: Final = 6
+ROW_TEXT: Final = 7
 
 
 def encode_rows(identity: Identity, lines: Sequence[LogLine]) -> list[Row]:
@@ -131,6 +135,7 @@ def encode_rows(identity: Identity, lines: Sequence[LogLine]) -> list[Row]:
                 line.fingerprint,
                 0,
                 pack(doc),
+                line_search_text(line),
             )
         )
     return rows
@@ -141,7 +146,8 @@ def append_rows(conn: sqlite3.Connection, rows: Sequence[Row]) -> tuple[int, int
     if not rows:
         return (0, 0)
     conn.executemany(
-        "INSERT INTO lines (db, time_us, kind, group_key, fingerprint, size, doc) VALUES (?,?,?,?,?,?,?)", rows
+        "INSERT INTO lines (db, time_us, kind, group_key, fingerprint, size, doc) VALUES (?,?,?,?,?,?,?)",
+        [row[:ROW_TEXT] for row in rows],
     )
     last: int = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
     return (last - len(rows) + 1, last)
@@ -174,6 +180,11 @@ def assigned_id(conn: sqlite3.Connection) -> int:
 def search_text(doc: dict[str, object]) -> str:
     """What `q` searches: the text fields of a line."""
     return "\n".join(str(doc[f]) for f in TEXT_FIELDS if doc.get(f))
+
+
+def line_search_text(line: LogLine) -> str:
+    """`search_text` of a line's document, from the line (its fields are the document's)."""
+    return "\n".join(str(v) for f in TEXT_FIELDS if (v := getattr(line, f)))
 
 
 def _fold(text: str) -> str:
@@ -235,16 +246,24 @@ def doc_contains(stored: bytes, folded: str) -> bool:
     return folded in _fold(search_text(_text_fields(stored)))
 
 
-def index_fts(conn: sqlite3.Connection, batch: int = 2000) -> int:
-    """Index the next lines past the watermark (inside the caller's transaction); returns how many."""
+def index_fts(conn: sqlite3.Connection, batch: int = 2000, texts: MutableMapping[int, str] | None = None) -> int:
+    """Index the next lines past the watermark (inside the caller's transaction); returns how many.
+
+    `texts` maps ids of committed lines to their `Row` text; an id found there is popped and its
+    text indexed without reading the document, any other line's text is made from its document.
+    """
     row = conn.execute("SELECT value FROM kv WHERE key = ?", (FTS_WATERMARK_KEY,)).fetchone()
     upto = int(row[0]) if row else 0
     rows = conn.execute("SELECT id, doc FROM lines WHERE id > ? ORDER BY id LIMIT ?", (upto, batch)).fetchall()
     if not rows:
         return 0
+    known = {} if texts is None else texts
     conn.executemany(
         "INSERT INTO lines_fts (rowid, text) VALUES (?, ?)",
-        [(line_id, search_text(_text_fields(doc))) for line_id, doc in rows],
+        [
+            (line_id, text if (text := known.pop(line_id, None)) is not None else search_text(_text_fields(doc)))
+            for line_id, doc in rows
+        ],
     )
     conn.execute(
         "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",

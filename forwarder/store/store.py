@@ -46,6 +46,10 @@ FTS_QUIET_SECONDS = 0.2  # the index waits for appends to pause this long...
 # while a backlog was stored, such a search took ~10 s at a million lines.
 FTS_MAX_TAIL = 10_000
 FTS_BATCH = 5000
+# Texts of stored lines not indexed yet, kept for the index (Row's text) up to this many: the
+# unindexed tail is at most FTS_MAX_TAIL lines while a backlog is stored, and a batch more.
+# ~300 bytes each; past it the index makes a line's text from its document, as after a restart.
+FTS_TEXTS_MAX = FTS_MAX_TAIL + FTS_BATCH
 # Pages of the full-text index's segments merged per write transaction (migration 8: FTS5 no
 # longer merges inside the transaction that wrote them). ~5-15 ms each here.
 FTS_MERGE_PAGES = 100
@@ -129,6 +133,8 @@ class Store:
         self._last_append = 0.0  # event-loop time of the last append
         self._fts_merge_due = True  # the index may have segments to merge (a store just opened may)
         self._recent_appends: collections.deque[tuple[float, int]] = collections.deque()  # (time, lines)
+        # id -> Row text of committed lines not indexed yet (a cache: the documents hold the same)
+        self._fts_texts: dict[int, str] = {}
         self.write_problem: str | None = None  # why the last write failed; None once one succeeds
         self._write_failures = RepeatedFailureLog(log, clock)
         self._checkpoint_failures = RepeatedFailureLog(log, clock)
@@ -338,7 +344,12 @@ class Store:
         day = day_of(self._clock.now())
 
         def _txn(conn: sqlite3.Connection) -> int:
-            _, last = L.append_rows(conn, rows)
+            first, last = L.append_rows(conn, rows)
+            if last and len(self._fts_texts) < FTS_TEXTS_MAX:
+                # Here, on the writer thread, before the commit: no index transaction can come
+                # between the lines and their texts. Should this transaction roll back, its ids are
+                # given again by the next append, whose texts replace these before it commits.
+                self._fts_texts.update(zip(range(first, last + 1), (r[L.ROW_TEXT] for r in rows), strict=True))
             for sf in files:
                 S.put_source_file(conn, identity.database_id, sf, now_us)
             if journal_cursor is not None:
@@ -591,7 +602,7 @@ class Store:
 
     async def index_once(self, batch: int = 2000) -> int:
         """Add the next lines to the full-text index; returns how many."""
-        return await self._write(lambda c: L.index_fts(c, batch))
+        return await self._write(lambda c: L.index_fts(c, batch, self._fts_texts))
 
     async def merge_fts_once(self) -> bool:
         """Merge a few pages of the full-text index's segments; False when nothing was left to merge."""
@@ -641,6 +652,8 @@ class Store:
         """Delete lines, first counting them as dropped for each destination that had not sent them."""
         for (dest_id, dest_type), n in D.account_retention(conn, rows).items():
             metrics.LINES_DROPPED.labels(dest_id, dest_type, "retention").inc(n)
+        for line_id, _, _ in rows:  # deleted before they were indexed: nothing will ask
+            self._fts_texts.pop(line_id, None)
         return L.delete_lines(conn, rows)
 
     async def run(self) -> None:

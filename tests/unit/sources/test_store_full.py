@@ -16,7 +16,7 @@ from forwarder.sources import tail
 from forwarder.sources.parsing import ParseWorker
 from forwarder.sources.tail import DatabaseFollower
 from forwarder.store import LineQuery, Store
-from forwarder.store.lines import Identity, Row
+from forwarder.store.lines import ROW_DOC, Identity, Row
 from forwarder.store.state import SourceFile
 from tests.harness import all_messages, limit_pages
 
@@ -127,7 +127,7 @@ async def test_a_flood_of_tiny_lines_is_stored_in_bounded_batches(
     real_append = store.append_rows
 
     async def recording(identity: Identity, rows: Sequence[Row], files: Sequence[SourceFile], raw: int) -> int:
-        batches.append((len(rows), sum(len(r[-1]) for r in rows)))
+        batches.append((len(rows), sum(len(r[ROW_DOC]) for r in rows)))
         return await real_append(identity, rows, files, raw)
 
     monkeypatch.setattr(store, "append_rows", recording)

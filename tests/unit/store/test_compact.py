@@ -217,3 +217,32 @@ def test_a_store_of_version_7_upgrades_in_place_and_keeps_its_index(tmp_path: Pa
     with conn:
         L.delete_lines(conn, L.oldest(conn, 1))
     assert found(conn, "vacuum") == ["vacuum2", "vacuum1"]
+
+
+def test_the_index_holds_the_same_words_whether_texts_come_from_memory_or_from_documents(tmp_path: Path) -> None:
+    # A line's text is kept in memory from its append until it is indexed; after a restart (or past
+    # the memory's bound) the index makes it from the stored document instead. Both must agree.
+    lines = [
+        line(0, 'duplicate key value violates unique constraint "orders_pkey"', detail="Key (id)=(...) exists."),
+        line(1, "Ärger mit Umlauten", hint="naïve café", context="PL/pgSQL function f() line 3"),
+        line(2, "statement", statement="SELECT * FROM t WHERE a = $1"),
+        line(3, "", detail=None, statement=""),
+        line(4, "x\ny", context="while locking tuple (0,1)"),
+    ]
+    by_doc, by_memory = new_store(tmp_path / "a.db"), new_store(tmp_path / "b.db")
+    rows = L.encode_rows(IDENT, lines)
+    with by_doc:
+        L.append_rows(by_doc, rows)
+        L.index_fts(by_doc)
+    texts: dict[int, str] = {}
+    with by_memory:
+        first, last = L.append_rows(by_memory, rows)
+        texts.update(zip(range(first, last + 1), (r[L.ROW_TEXT] for r in rows), strict=True))
+        L.index_fts(by_memory, texts=texts)
+    assert texts == {}  # each text taken once
+    by_row = "CREATE VIRTUAL TABLE temp.v USING fts5vocab(main, lines_fts, instance)"
+    by_doc.execute(by_row)
+    by_memory.execute(by_row)
+    words = "SELECT term, doc FROM temp.v ORDER BY term, doc"
+    assert by_doc.execute(words).fetchall() == by_memory.execute(words).fetchall()
+    assert "umlauten" in indexed_words(by_memory) and "naive" in indexed_words(by_memory)
