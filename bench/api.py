@@ -4,13 +4,14 @@
     python bench/api.py --lines 200000 --reps 10 # smaller and quicker
     python bench/api.py --no-retention           # skip the retention phase (it copies the store)
 
-Build (once, cached under --cache in a directory named after the store's schema version and the
-parameters, so a new layout rebuilds): the shared generator's 1M-line PostgreSQL log is parsed by
-`forwarder.pglog` and its entries repeated up to `--lines`, times spread evenly over `--days` days
-ending at the build, each transaction of 5,000 lines going to the next of `--databases` databases
-in turn; appended through `forwarder.store.Store` (the daemon's own write path, transactions and
-encoding), then indexed for text search with the store's own indexer until it caught up. An
-interrupted build resumes where its last transaction ended. The build's duration is kept and printed.
+Build (once, cached under --cache in a directory named after the store's schema version, the
+format its documents are written in and the parameters, so a new layout rebuilds): the shared
+generator's 1M-line PostgreSQL log is parsed by `forwarder.pglog` and its entries repeated up to
+`--lines`, times spread evenly over `--days` days ending at the build, each transaction of 5,000
+lines going to the next of `--databases` databases in turn; appended through
+`forwarder.store.Store` (the daemon's own write path, transactions and encoding), then indexed for
+text search with the store's own indexer until it caught up. An interrupted build resumes where
+its last transaction ended. The build's duration is kept and printed.
 
 Then `forwarder run` on that store (insights off, retention far off, no log files, so nothing is
 added) with a read-only key, and p50/p99 over --reps requests on one kept-alive connection, of
@@ -51,6 +52,7 @@ from forwarder.clock import SystemClock
 from forwarder.config import DatabaseConfig, LogSourceConfig, StoreConfig
 from forwarder.model import LogLine
 from forwarder.pglog import make_reader
+from forwarder.store.docs import FORMAT_WRITTEN
 from forwarder.store.schema import SCHEMA_VERSION
 from forwarder.store.store import Store
 
@@ -173,7 +175,7 @@ async def fill(root: Path, plan: dict[str, Any], entries: list[LogLine]) -> None
 
 def cached_store(a: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
     """The built store and its description, building (or finishing) it first when needed."""
-    key = f"schema{SCHEMA_VERSION}-lines{a.lines}-db{a.databases}-days{a.days:g}-seed{a.seed}"
+    key = f"schema{SCHEMA_VERSION}-doc{FORMAT_WRITTEN}-lines{a.lines}-db{a.databases}-days{a.days:g}-seed{a.seed}"
     root = a.cache / key
     meta_path, plan_path = root / "meta.json", root / "plan.json"
     if a.rebuild:

@@ -32,6 +32,7 @@ import zstandard
 
 FORMAT_DEFLATE_V1: Final = 0x01
 FORMAT_ZSTD_V2: Final = 0x02
+FORMAT_WRITTEN: Final = FORMAT_ZSTD_V2  # what `pack` writes
 _PLAIN: Final = 0x7B  # "{"
 # FORMAT_DEFLATE_V1 streams were made with a 16 KiB window (the whole dictionary), level 6: the
 # window and the dictionary are what reading them needs.
@@ -175,12 +176,12 @@ class _Codecs(threading.local):
 
 
 _CODECS: Final = _Codecs()
-_V2: Final = bytes((FORMAT_ZSTD_V2,))
+_WRITTEN: Final = bytes((FORMAT_WRITTEN,))
 
 
 def pack(doc: bytes) -> bytes:
     """The stored form of a JSON document (without `time`)."""
-    return _V2 + _CODECS.compressor.compress(doc)
+    return _WRITTEN + _CODECS.compressor.compress(doc)
 
 
 def is_plain(stored: bytes) -> bool:
