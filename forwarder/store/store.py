@@ -345,11 +345,15 @@ class Store:
 
         def _txn(conn: sqlite3.Connection) -> int:
             first, last = L.append_rows(conn, rows)
-            if last and len(self._fts_texts) < FTS_TEXTS_MAX:
-                # Here, on the writer thread, before the commit: no index transaction can come
-                # between the lines and their texts. Should this transaction roll back, its ids are
-                # given again by the next append, whose texts replace these before it commits.
-                self._fts_texts.update(zip(range(first, last + 1), (r[L.ROW_TEXT] for r in rows), strict=True))
+            # Here, on the writer thread, before the commit: no index transaction comes between
+            # the lines and their texts. The ids of a transaction that rolls back are given again
+            # to the next append's lines, so whatever it left under them is replaced or removed.
+            ids = range(first, last + 1) if last else range(0)
+            if len(self._fts_texts) < FTS_TEXTS_MAX:
+                self._fts_texts.update(zip(ids, (r[L.ROW_TEXT] for r in rows), strict=True))
+            elif self._fts_texts:
+                for line_id in ids:
+                    self._fts_texts.pop(line_id, None)
             for sf in files:
                 S.put_source_file(conn, identity.database_id, sf, now_us)
             if journal_cursor is not None:

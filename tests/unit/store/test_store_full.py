@@ -8,6 +8,7 @@ import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import orjson
 import pytest
 
 from forwarder.clock import FakeClock
@@ -15,6 +16,8 @@ from forwarder.config import DatabaseConfig, LogSourceConfig, StoreConfig
 from forwarder.model import LogLine
 from forwarder.store import Store
 from forwarder.store import lines as L
+from forwarder.store import state as S
+from forwarder.store import store as store_module
 from forwarder.store.store import FTS_BATCH, FTS_MAX_TAIL, WRITE_RETRY_SECONDS, write_failure_reason
 from tests.harness import limit_pages
 
@@ -94,3 +97,38 @@ async def test_the_index_keeps_up_while_lines_keep_arriving(store: Store, clock:
         run.cancel()
         with pytest.raises(asyncio.CancelledError):
             await run
+
+
+@pytest.mark.parametrize("texts_max", [100_000, 3])
+async def test_an_append_that_rolled_back_leaves_no_text_for_the_index(
+    store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, texts_max: int
+) -> None:
+    # The index takes a line's text from memory when the append left it there. An append that
+    # fails after inserting its lines is rolled back and its ids go to the next append's lines:
+    # those must be found by their own words, with room for texts in memory or none.
+    monkeypatch.setattr(store_module, "FTS_TEXTS_MAX", texts_max)
+    db = DatabaseConfig(id="main", name="main", host="h", log=LogSourceConfig(path="/nonexistent/*.log"))
+    ident = await store.register_database(db)
+    now_us = int(clock.now() * 1_000_000)
+
+    def lines(word: str, n: int) -> list[LogLine]:
+        return [LogLine(time_us=now_us, severity="LOG", kind="other", message=f"{word}{i}") for i in range(n)]
+
+    await store.append(ident, lines("first", 2), [], 0)
+    real_add_usage = S.add_usage
+
+    def failing(*args: object) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(S, "add_usage", failing)
+    with pytest.raises(sqlite3.OperationalError):
+        await store.append(ident, lines("lost", 5), [], 0)
+    monkeypatch.setattr(S, "add_usage", real_add_usage)
+    await store.append(ident, lines("kept", 5), [], 0)
+    while await store.index_once():
+        pass
+    assert await store._read(L.fts_watermark) == store.head_id  # all indexed: no text is read from documents
+
+    page = await store.list_lines(ident.code, L.LineQuery(q="kept"))
+    assert sorted(orjson.loads(d)["message"] for d in page.docs) == [f"kept{i}" for i in range(5)]
+    assert (await store.list_lines(ident.code, L.LineQuery(q="lost"))).docs == []
