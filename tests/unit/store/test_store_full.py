@@ -18,7 +18,14 @@ from forwarder.store import Store
 from forwarder.store import lines as L
 from forwarder.store import state as S
 from forwarder.store import store as store_module
-from forwarder.store.store import FTS_BATCH, FTS_MAX_TAIL, WRITE_RETRY_SECONDS, write_failure_reason
+from forwarder.store.store import (
+    FTS_BATCH,
+    FTS_BUSY_MIN_BATCH,
+    FTS_MAX_TAIL,
+    WRITE_RETRY_SECONDS,
+    index_batch,
+    write_failure_reason,
+)
 from tests.harness import limit_pages
 
 
@@ -132,3 +139,20 @@ async def test_an_append_that_rolled_back_leaves_no_text_for_the_index(
     page = await store.list_lines(ident.code, L.LineQuery(q="kept"))
     assert sorted(orjson.loads(d)["message"] for d in page.docs) == [f"kept{i}" for i in range(5)]
     assert (await store.list_lines(ident.code, L.LineQuery(q="lost"))).docs == []
+
+
+@pytest.mark.parametrize(
+    ("unindexed", "appending", "batch"),
+    [
+        (0, False, 0),
+        (1, False, FTS_BATCH),  # quiet: whole batches
+        (FTS_MAX_TAIL, True, 0),  # lines arriving: the tail may stay this long
+        (FTS_MAX_TAIL + 1, True, FTS_BUSY_MIN_BATCH),  # a steady stream: small transactions
+        (FTS_MAX_TAIL + FTS_BUSY_MIN_BATCH + 300, True, FTS_BUSY_MIN_BATCH + 300),  # an append's worth
+        (FTS_MAX_TAIL + 10 * FTS_BATCH, True, FTS_BATCH),  # far behind: whole batches
+    ],
+)
+def test_the_index_takes_what_is_past_its_tail_while_lines_arrive(unindexed: int, appending: bool, batch: int) -> None:
+    # An append waits for the index transaction under way: under a steady stream the index takes
+    # small ones; under a backlog an append's worth, so it keeps up (the test above).
+    assert index_batch(unindexed, appending) == batch
