@@ -303,7 +303,17 @@ def queries(api: Client, meta: dict[str, Any]) -> list[tuple[str, str, float]]:
     ]
     if week:
         out.append(("before: a page a week back", f"{page}&before={week[0]['id']}", PAGE_MS))
+    week_back = urlencode({"to": fmt_time(meta["end_us"] - 7 * DAY_US)})
+    day_window = urlencode({"from": fmt_time(meta["end_us"] - 4 * DAY_US), "to": fmt_time(meta["end_us"] - 3 * DAY_US)})
     out += [
+        ("to: the newest page a week back", f"{page}&{week_back}", PAGE_MS),
+        ("from/to: a 24 h window 3 days back", f"{page}&{day_window}", PAGE_MS),
+        ("from/to and kind=errors, the same window", f"{page}&{day_window}&kind=errors", PAGE_MS),
+        (
+            f"from/to and q={meta['common_word']}, the same window",
+            f"{page}&{day_window}&q={meta['common_word']}",
+            SEARCH_MS,
+        ),
         ("after: tail, 50 after the 200th newest", f"{page}&after={recent}", PAGE_MS),
         (f"q={meta['common_word']} (common)", f"{page}&q={meta['common_word']}", SEARCH_MS),
         (f"q={meta['rare_word']} (rare)", f"{page}&q={meta['rare_word']}", SEARCH_MS),

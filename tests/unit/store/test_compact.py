@@ -204,8 +204,11 @@ def test_a_store_of_version_7_upgrades_in_place_and_keeps_its_index(tmp_path: Pa
             conn.execute(statement)
     conn.execute("PRAGMA user_version = 7")
     conn.execute("INSERT INTO databases (code, id, enabled, full_text, updated_at) VALUES (1, 'main', 1, 0, 0)")
-    with conn:
-        L.append(conn, IDENT, [line(i, f"vacuum{i}") for i in range(3)])
+    with conn:  # the lines as version 7 stored them: no time spans yet (migration 10)
+        conn.executemany(
+            "INSERT INTO lines (db, time_us, kind, group_key, fingerprint, size, doc) VALUES (?,?,?,?,?,?,?)",
+            [row[: L.ROW_TEXT] for row in L.encode_rows(IDENT, [line(i, f"vacuum{i}") for i in range(3)])],
+        )
     index_all(conn)
     conn.close()
 
@@ -214,6 +217,9 @@ def test_a_store_of_version_7_upgrades_in_place_and_keeps_its_index(tmp_path: Pa
     assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
     assert conn.execute("SELECT v FROM lines_fts_config WHERE k = 'automerge'").fetchone() == (0,)
     assert found(conn, "vacuum1") == ["vacuum1"]
+    # The upgrade gave the lines their time spans: a time filter finds them.
+    window = L.LineQuery(from_us=line(1, "").time_us, to_us=line(2, "").time_us)
+    assert [orjson.loads(d)["message"] for d in L.list_lines(conn, 1, window).docs] == ["vacuum1"]
     with conn:
         L.delete_lines(conn, L.oldest(conn, 1))
     assert found(conn, "vacuum") == ["vacuum2", "vacuum1"]
