@@ -63,11 +63,18 @@ FTS_MERGE_PAGES = 100
 # often while writes come in: a checkpoint run by the writer's COMMIT (SQLite's automatic one,
 # every 10,000 pages) held appends ~100-500 ms while retention deleted a day at 2 million lines.
 CHECKPOINT_SECONDS = 0.5
-# The writer still checkpoints past this many WAL pages (~400 MiB): only if the checkpoint thread
-# cannot keep up or fails, so that the WAL stays bounded.
-WRITER_CHECKPOINT_PAGES = 100_000
-WAL_KEEP_BYTES = 64 << 20  # a WAL file larger than this is cut once all of it is checkpointed
-WAL_TRUNCATE_WAIT_MS = 20  # how long cutting it may hold writers back
+WAL_KEEP_BYTES = 64 << 20  # the WAL file is cut to this size (journal_size_limit, schema.connect)
+# The writer still checkpoints past this many WAL pages (the size it is cut to). Under writes
+# that never pause (retention deleting a day while readers poll) the checkpoint thread copies the
+# frames but SQLite starts the WAL over only after a checkpoint no write came between, so this is
+# how it does. With 100,000 pages (~400 MiB) that checkpoint and the cut after it held the
+# writer 250-420 ms every ~7 s (10 million lines, retention of a day); at this size 110-190 ms.
+WRITER_CHECKPOINT_PAGES = WAL_KEEP_BYTES // 4096
+# A WAL file past WAL_KEEP_BYTES is cut to nothing by the checkpoint thread once no write came
+# for this long. Cutting takes the write lock and syncs the database file: done while retention
+# deleted (every half second), it held appends up to 530 ms.
+WAL_CUT_QUIET_SECONDS = 2.0
+WAL_TRUNCATE_WAIT_MS = 20  # how long cutting it may wait for readers, holding writers back
 WRITE_RETRY_SECONDS = 5.0  # background work waits this long after the store failed to write
 APPEND_RATE_SECONDS = 2.0  # the window of Store.append_rate
 
@@ -124,10 +131,12 @@ class Store:
         self._reader_pool = ThreadPoolExecutor(2, thread_name_prefix="store-reader")
         self._checkpoint_pool = ThreadPoolExecutor(1, thread_name_prefix="store-checkpoint")
         self._checkpointer: sqlite3.Connection | None = None
-        self._checkpoint: asyncio.Future[None] | None = None  # the one in progress
+        self._checkpoint: asyncio.Future[bool] | None = None  # the one in progress
         self._last_checkpoint = 0.0  # event-loop time the last one started
+        self._last_write = 0.0  # event-loop time the last write transaction ended
         self._unchecked_writes = False  # writes since the last checkpoint started
         self._later: asyncio.TimerHandle | None = None  # a checkpoint scheduled for those writes
+        self._cut: asyncio.TimerHandle | None = None  # the WAL file's cut, scheduled for a pause
         self._checkpointer_open = True  # False once closing: nothing more is scheduled
         self._local = threading.local()
         self._writer: sqlite3.Connection | None = None
@@ -175,9 +184,10 @@ class Store:
                 self._writer = None
 
         self._checkpointer_open = False
-        if self._later is not None:
-            self._later.cancel()
-            self._later = None
+        for timer in (self._later, self._cut):
+            if timer is not None:
+                timer.cancel()
+        self._later = self._cut = None
         await self.checkpoint_finished()
         await asyncio.get_running_loop().run_in_executor(self._writer_pool, _close_writer)
         self._writer_pool.shutdown(wait=True)
@@ -226,6 +236,7 @@ class Store:
             self.write_problem = None
             metrics.STORE_WRITABLE.set(1)
             self._write_failures.ok("the store writes again")
+        self._last_write = asyncio.get_running_loop().time()
         self._maybe_checkpoint()
         return result
 
@@ -244,7 +255,11 @@ class Store:
             return
         self._unchecked_writes = False
         self._last_checkpoint = loop.time()
-        self._checkpoint = loop.run_in_executor(self._checkpoint_pool, self._run_checkpoint)
+        self._start_checkpoint(cut_wal=False)
+
+    def _start_checkpoint(self, cut_wal: bool) -> None:
+        loop = asyncio.get_running_loop()
+        self._checkpoint = loop.run_in_executor(self._checkpoint_pool, self._run_checkpoint, cut_wal)
         self._checkpoint.add_done_callback(self._checkpoint_done)
 
     async def checkpoint_finished(self) -> None:
@@ -253,42 +268,59 @@ class Store:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._checkpoint)
 
-    def _run_checkpoint(self) -> None:
+    def _run_checkpoint(self, cut_wal: bool) -> bool:
+        """A passive checkpoint, then, with `cut_wal`, cutting a WAL file past WAL_KEEP_BYTES once
+        all of it is copied. Returns whether such a file is left to cut."""
         if self._checkpointer is None:
             self._checkpointer = schema.connect(str(self.path))
             self._checkpointer.execute("PRAGMA cache_size = -256")  # it copies pages, keeps none
         conn = self._checkpointer
         busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        if busy or frames <= 0 or copied < frames:
-            return
+        try:
+            oversized = os.stat(str(self.path) + "-wal").st_size > WAL_KEEP_BYTES
+        except FileNotFoundError:
+            return False
+        if not (oversized and cut_wal) or busy or frames <= 0 or copied < frames:
+            return oversized
         # All of the WAL is in the database file. After a burst its file stays as large as the
-        # burst made it until a write starts it over; when that is past WAL_KEEP_BYTES, cut it now
-        # (TRUNCATE waits for readers on older snapshots while holding writers back, so it gets
-        # only WAL_TRUNCATE_WAIT_MS: on a busy store it gives up and the next write cuts it).
-        with contextlib.suppress(FileNotFoundError):
-            if os.stat(str(self.path) + "-wal").st_size > WAL_KEEP_BYTES:
-                conn.execute(f"PRAGMA busy_timeout = {WAL_TRUNCATE_WAIT_MS}")
-                try:
-                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-                finally:
-                    conn.execute("PRAGMA busy_timeout = 30000")
+        # burst made it until a write starts it over; past WAL_KEEP_BYTES, cut it now (TRUNCATE
+        # waits for readers on older snapshots while holding writers back, so it gets only
+        # WAL_TRUNCATE_WAIT_MS: on a busy store it gives up and the next write cuts it).
+        conn.execute(f"PRAGMA busy_timeout = {WAL_TRUNCATE_WAIT_MS}")
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        finally:
+            conn.execute("PRAGMA busy_timeout = 30000")
+        return False
 
     def _checkpoint_later(self) -> None:
         self._later = None
         if self._unchecked_writes and self._checkpointer_open:
             self._maybe_checkpoint()
 
-    def _checkpoint_done(self, done: asyncio.Future[None]) -> None:
+    def _checkpoint_done(self, done: asyncio.Future[bool]) -> None:
         self._checkpoint = None
+        loop = asyncio.get_running_loop()
         if self._unchecked_writes and self._later is None and self._checkpointer_open:
-            self._later = asyncio.get_running_loop().call_later(CHECKPOINT_SECONDS, self._checkpoint_later)
+            self._later = loop.call_later(CHECKPOINT_SECONDS, self._checkpoint_later)
         if done.cancelled():
             return
         if (exc := done.exception()) is not None:
             # The next write tries again; the writer's own checkpoint bounds the WAL meanwhile.
             self._checkpoint_failures.failure("a checkpoint of the store failed", exc)
-        else:
-            self._checkpoint_failures.ok("the store's checkpoints work again")
+            return
+        self._checkpoint_failures.ok("the store's checkpoints work again")
+        if done.result() and self._cut is None and self._checkpointer_open:
+            self._cut = loop.call_later(WAL_CUT_QUIET_SECONDS, self._cut_when_quiet)
+
+    def _cut_when_quiet(self) -> None:
+        """Cut the WAL file if no write came for WAL_CUT_QUIET_SECONDS; otherwise the checkpoint
+        after the writes (which found it still too large) schedules this again."""
+        self._cut = None
+        if not self._checkpointer_open or self._checkpoint is not None:
+            return
+        if asyncio.get_running_loop().time() - self._last_write >= WAL_CUT_QUIET_SECONDS:
+            self._start_checkpoint(cut_wal=True)
 
     def _write_failed(self, reason: str, exc: Exception) -> None:
         self.write_problem = reason

@@ -381,24 +381,41 @@ async def test_the_database_file_holds_appended_lines_without_waiting_for_the_wr
         conn.close()
 
 
-async def test_the_last_writes_of_a_burst_are_checkpointed_and_a_large_write_ahead_log_is_cut(
+async def test_the_last_writes_of_a_burst_are_checkpointed_and_a_large_write_ahead_log_is_cut_in_a_pause(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Writes during a checkpoint, or too soon after one, are copied by one scheduled for them: the
-    # end of a backlog does not wait for a next write. Once all of the WAL is copied, a WAL file
-    # past WAL_KEEP_BYTES is cut (0 here, so any).
-    monkeypatch.setattr(store_module, "CHECKPOINT_SECONDS", 0.05)
+    # end of a backlog does not wait for a next write. A WAL file past WAL_KEEP_BYTES (0 here, so
+    # any) is cut once writes have paused for WAL_CUT_QUIET_SECONDS, never between two writes:
+    # cutting holds the writer. Event-loop time, which schedules checkpoints, is a stand-in here.
+    monkeypatch.setattr(store_module, "CHECKPOINT_SECONDS", 0.0)
     monkeypatch.setattr(store_module, "WAL_KEEP_BYTES", 0)
+    loop = asyncio.get_running_loop()
+    now = [loop.time()]
+    monkeypatch.setattr(loop, "time", lambda: now[0])
     wal = tmp_path / "f.db-wal"
+
+    async def settled() -> None:  # the checkpoint thread's file I/O, and what it schedules now
+        while store._checkpoint is not None or store._later is not None:
+            await store.checkpoint_finished()
+            await asyncio.sleep(0)
+
     ident = await store.register_database(db_config())
-    for i in range(5):  # a burst: several writes within one checkpoint interval
+    for i in range(10):  # writes a second apart: the store never pauses for 2 s
         await store.append(ident, [line(j) for j in range(i * 50, i * 50 + 50)], [], 0)
-    while wal.stat().st_size > 0:  # waiting for the checkpoint thread's file I/O, not for clock logic
-        await store.checkpoint_finished()
-        await asyncio.sleep(0.01)
+        await settled()
+        assert wal.stat().st_size > 0
+        now[0] += store_module.WAL_CUT_QUIET_SECONDS / 2
+    now[0] += store_module.WAL_CUT_QUIET_SECONDS
+    for _ in range(100):
+        await asyncio.sleep(0)  # the loop runs the cut now due
+        await settled()
+        if wal.stat().st_size == 0:
+            break
+    assert wal.stat().st_size == 0
     conn = sqlite3.connect(tmp_path / "f.db")
     try:
-        assert conn.execute("SELECT count(*) FROM lines").fetchone()[0] == 250
+        assert conn.execute("SELECT count(*) FROM lines").fetchone()[0] == 500
     finally:
         conn.close()
 
