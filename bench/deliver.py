@@ -475,6 +475,9 @@ def run_backlog(
         result["cpu_s_settled"] = round(proc_cpu_rss(daemon.pid)[0] - cpu0, 1)
         result["raw_bytes"] = src.stat().st_size
         result["store_ratio"] = round(settled["store_bytes"] / result["raw_bytes"], 3)
+        # The -wal is transient: kept at most ~64 MiB while writes go on, cut once they pause.
+        main_bytes = settled["store_bytes"] - settled["store_wal_bytes"]
+        result["store_main_ratio"] = round(main_bytes / result["raw_bytes"], 3)
         if not ok:
             log(f"backlog incomplete: received {rep['count']} of {entries}; destination {dest['delivery']}")
         if prof is not None and (work / "profile.raw").exists():
@@ -722,7 +725,11 @@ def rows_of(res: dict[str, Any]) -> list[tuple[str, str, str]]:
                     f"(waited {b['store_settle_s']} s{settled})",
                     "",
                 ),
-                ("store size / raw log size", f"{b['store_ratio']:.2f}", f"<= {TARGETS['store_ratio']:.1f}"),
+                (
+                    "store size / raw log size: main file (main + -wal)",
+                    f"{b.get('store_main_ratio', b['store_ratio']):.2f} ({b['store_ratio']:.2f})",
+                    f"<= {TARGETS['store_ratio']:.1f}",
+                ),
             ]
     compare = res.get("insights_compare")
     if compare:
