@@ -244,7 +244,8 @@ def time_ranges(
 
 
 def forget_spans(conn: sqlite3.Connection) -> None:
-    """Drop the spans below the oldest line left (the caller's transaction, after deleting)."""
+    """Drop the spans below the oldest line left (the caller's transaction, after deleting; it
+    reads every span, so once a retention pass, not once a chunk)."""
     conn.execute("DELETE FROM line_spans WHERE span < (SELECT min(id) FROM lines) >> ?", (SPAN_SHIFT,))
 
 
@@ -643,7 +644,6 @@ def delete_lines(conn: sqlite3.Connection, rows: list[tuple[int, int, int]]) -> 
             ],
         )
     conn.executemany("DELETE FROM lines WHERE id = ?", [(r[0],) for r in rows])
-    forget_spans(conn)
     return len(rows)
 
 

@@ -679,6 +679,7 @@ class Store:
             metrics.RETENTION_DELETED.labels("size").inc(n)
             await self.merge_fts_once()
         if deleted:
+            await self._write(L.forget_spans)
             log.info("retention deleted lines", extra={"deleted": deleted, "by_age": by_age})
         await self._refresh_gauges()
         return deleted

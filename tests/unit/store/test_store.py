@@ -15,6 +15,7 @@ from forwarder.clock import FakeClock
 from forwarder.config import DatabaseConfig, LogSourceConfig, StoreConfig
 from forwarder.model import KINDS, LogLine, group_key
 from forwarder.store import DatabaseSettings, LineQuery, SourceFile, Store, open_sync, schema
+from forwarder.store import lines as L
 from forwarder.store import state as S
 from forwarder.store import store as store_module
 
@@ -233,6 +234,11 @@ async def test_retention_keeps_the_store_under_max_bytes(tmp_path: Path) -> None
         assert numbers.used_bytes <= 2 << 20
         newest = await store.list_lines(ident.code, LineQuery(limit=1))
         assert ids(newest.docs) == [10_000]  # the newest line survives; the oldest went
+        # The time spans of the ids gone went with them (lines.py, "time spans").
+        oldest, first_span = await store._read(
+            lambda c: c.execute("SELECT (SELECT min(id) FROM lines), (SELECT min(span) FROM line_spans)").fetchone()
+        )
+        assert oldest > 4096 and first_span == oldest >> L.SPAN_SHIFT
     finally:
         await store.aclose()
 

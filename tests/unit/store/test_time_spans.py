@@ -92,6 +92,9 @@ def test_time_filters_give_the_lines_a_scan_gives(tmp_path: Path, monkeypatch: p
         L.index_fts(conn, 600)  # the newest lines stay unindexed: scanned
         L.delete_lines(conn, L.oldest(conn, 40))
         L.delete_lines(conn, conn.execute("SELECT id, db, kind FROM lines WHERE id % 7 = 0").fetchall())
+        L.forget_spans(conn)
+    oldest = conn.execute("SELECT min(id) FROM lines").fetchone()[0]
+    assert conn.execute("SELECT min(span) FROM line_spans").fetchone()[0] == oldest >> L.SPAN_SHIFT
     head = L.head_id(conn)
     times = sorted(t for (t,) in conn.execute("SELECT time_us FROM lines WHERE db = 1"))
     edges = [None, times[0], times[len(times) // 4], times[len(times) // 2] + 1, times[-1], times[-1] + 1]
