@@ -131,7 +131,12 @@ class Daemon:
             await self._start_database(db)
         self._store_task = asyncio.create_task(self.store.run(), name="store")
         if self.config.insights.enabled:
-            self.insights = Insights(self.store, self.clock, retention_days=self.config.store.retention_days)
+            self.insights = Insights(
+                self.store,
+                self.clock,
+                retention_days=self.config.store.retention_days,
+                max_queries=self.config.insights.max_queries,
+            )
             self._insights_task = asyncio.create_task(self.insights.run(), name="insights")
         self.alerts = AlertEvaluator(self.store, self.clock, self.config.alerts, self._database_codes())
         self._alerts_task = asyncio.create_task(self.alerts.run(), name="alerts")

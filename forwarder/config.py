@@ -359,6 +359,14 @@ class InsightsConfig(_Section):
         description="Keep query statistics and findings, updated as lines are stored. Off: the insights "
         "endpoints answer 503 and no time is spent on them.",
     )
+    max_queries: int = Field(
+        5000,
+        ge=100,
+        le=1_000_000,
+        description="Statements (by fingerprint) kept per database, as pg_stat_statements.max: past it "
+        "the least used 5% are forgotten with their statistics, so a log of one-off statements does not "
+        "grow the store without bound.",
+    )
 
 
 class WebConfig(_Section):

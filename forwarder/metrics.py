@@ -90,6 +90,12 @@ STORE_WRITABLE: Final = Gauge(
     "1 while the store's last write succeeded, 0 while it cannot write (disk full, I/O error).",
     registry=REGISTRY,
 )
+INSIGHTS_QUERIES_FORGOTTEN: Final = Counter(
+    "forwarder_insights_queries_forgotten_total",
+    "Queries forgotten with their statistics because a database had more than [insights] max_queries.",
+    ["database_id"],
+    registry=REGISTRY,
+)
 INSIGHTS_LAG: Final = Gauge(
     "forwarder_insights_lag_lines",
     "Stored lines the insights (queries, findings) have not accounted for yet; grows while a backlog is stored.",

@@ -78,10 +78,16 @@ class Insights:
     """
 
     def __init__(
-        self, store: Store, clock: Clock, rules: Mapping[str, Rule] | None = None, retention_days: float = 7
+        self,
+        store: Store,
+        clock: Clock,
+        rules: Mapping[str, Rule] | None = None,
+        retention_days: float = 7,
+        max_queries: int = 5000,
     ) -> None:
         self._store = store
         self._clock = clock
+        self._max_queries = max_queries  # per database ([insights] max_queries)
         self._rules: dict[str, Rule] = dict(RULES if rules is None else rules)
         self._regression = QueryRegression()
         self._retention_us = int(max(retention_days, 1.0) * 86_400 * 1_000_000)
@@ -150,13 +156,20 @@ class Insights:
         # batch's rules to run.
         batch = await self._store.read(lambda c: self._fold(c, self.cursor, min(head, self.cursor + SCAN_IDS)))
         upto = batch.upto
+        databases = {db for db, _ in batch.queries.seen}
 
-        def _txn(c: sqlite3.Connection) -> None:
+        def _txn(c: sqlite3.Connection) -> dict[int, int]:
             Q.apply(c, batch.queries)
+            forgotten = {db: Q.forget_least_used(c, db, self._max_queries) for db in databases}
             F.apply(c, batch.observations)
             c.execute("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", (CURSOR_KEY, upto))
+            return forgotten
 
-        await self._store.write(_txn)
+        forgotten = await self._store.write(_txn)
+        if any(forgotten.values()):
+            await self._known_databases(set(forgotten))
+            for db, n in forgotten.items():
+                metrics.INSIGHTS_QUERIES_FORGOTTEN.labels(self._db_ids.get(db, str(db))).inc(n)
         self.cursor = upto
         metrics.INSIGHTS_LAG.set(max(0, self._store.head_id - upto))
         if len(self._pending_queries) < PENDING_MAX:

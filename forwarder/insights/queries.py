@@ -29,6 +29,9 @@ from forwarder.insights import histogram
 
 BUCKET_US: Final = 300 * 1_000_000  # the time series' step: 5 minutes
 MAX_NAMES: Final = 20  # users and applications shown per query
+# Past `[insights] max_queries` a database's least-used queries are forgotten, this share of the
+# cap at a time, as pg_stat_statements does past pg_stat_statements.max (entry_dealloc, 5%).
+FORGET_SHARE: Final = 0.05
 _CALL: Final = re.compile(r"duration: [0-9.]+ ms +(?:statement|execute\b)")
 ERROR_SEVERITIES: Final = frozenset({"ERROR", "FATAL", "PANIC"})
 
@@ -46,7 +49,7 @@ class QueryFold:
     # (db, fp, bucket start) -> [calls, total_ms, min_ms | None, max_ms, errors]
     buckets: dict[tuple[int, str, int], list[Any]] = field(default_factory=dict)
     bins: dict[tuple[int, str, int, int], int] = field(default_factory=dict)
-    # (db, fp) -> [text, first_us, last_us, example line id, users, applications]
+    # (db, fp) -> [text, first_us, last_us, example line id, users, applications, uses]
     seen: dict[QueryKey, list[Any]] = field(default_factory=dict)
 
     def add(self, db: int, line_id: int, time_us: int, fingerprint: str | None, doc: Mapping[str, Any]) -> None:
@@ -77,12 +80,13 @@ class QueryFold:
             sums[4] += 1
         seen = self.seen.get(qkey := (db, fingerprint))
         if seen is None:
-            seen = self.seen[qkey] = [statement, time_us, time_us, line_id, set(), set()]
+            seen = self.seen[qkey] = [statement, time_us, time_us, line_id, set(), set(), 0]
         else:
             if time_us < seen[1]:
                 seen[1] = time_us
             if time_us >= seen[2]:
                 seen[2], seen[3] = time_us, line_id
+        seen[6] += 1
         if (user := doc.get("user")) and len(seen[4]) < MAX_NAMES:
             seen[4].add(user)
         if (app := doc.get("application")) and len(seen[5]) < MAX_NAMES:
@@ -107,18 +111,39 @@ def apply(conn: sqlite3.Connection, fold: QueryFold) -> None:
     # Names are merged by a function of this connection, called only for a query seen before.
     conn.create_function("insight_merge_names", 2, _merge_names, deterministic=True)
     conn.executemany(
-        "INSERT INTO insight_queries (db, fingerprint, text, first_us, last_us, example_id, users, applications)"
-        " VALUES (?,?,?,?,?,?,?,?)"
+        "INSERT INTO insight_queries"
+        " (db, fingerprint, text, first_us, last_us, example_id, users, applications, uses)"
+        " VALUES (?,?,?,?,?,?,?,?,?)"
         " ON CONFLICT (db, fingerprint) DO UPDATE SET first_us = min(first_us, excluded.first_us),"
+        " uses = uses + excluded.uses,"
         " example_id = CASE WHEN excluded.last_us >= last_us THEN excluded.example_id ELSE example_id END,"
         " last_us = max(last_us, excluded.last_us),"
         " users = insight_merge_names(users, excluded.users),"
         " applications = insight_merge_names(applications, excluded.applications)",
         [
-            (db, fp, text, first, last, example, _names(users), _names(apps))
-            for (db, fp), (text, first, last, example, users, apps) in fold.seen.items()
+            (db, fp, text, first, last, example, _names(users), _names(apps), uses)
+            for (db, fp), (text, first, last, example, users, apps, uses) in fold.seen.items()
         ],
     )
+
+
+def forget_least_used(conn: sqlite3.Connection, db: int, max_queries: int) -> int:
+    """With more than `max_queries` queries kept for a database, forget the least used (calls and
+    errors; the longest unseen first among equals) and their time series, down to FORGET_SHARE
+    below the cap (inside the caller's transaction). Returns how many were forgotten.
+
+    A log of one-off statements (values the normalizer cannot remove, generated SQL) would
+    otherwise grow these tables with every line, past the lines themselves."""
+    (count,) = conn.execute("SELECT count(*) FROM insight_queries WHERE db = ?", (db,)).fetchone()
+    if count <= max_queries:
+        return 0
+    keep = max_queries - int(max_queries * FORGET_SHARE)
+    gone = conn.execute(
+        "SELECT db, fingerprint FROM insight_queries WHERE db = ? ORDER BY uses, last_us LIMIT ?", (db, count - keep)
+    ).fetchall()
+    for table in ("insight_queries", "insight_query_buckets", "insight_query_bins"):
+        conn.executemany(f"DELETE FROM {table} WHERE db = ? AND fingerprint = ?", gone)
+    return len(gone)
 
 
 def _names(names: set[str]) -> str:

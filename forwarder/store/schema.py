@@ -312,6 +312,15 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     INSERT INTO line_spans (db, span, min_us, max_us)
         SELECT db, id >> 12, min(time_us), max(time_us) FROM lines GROUP BY db, id >> 12;
     """,
+    # 11: how often each query was seen (calls and errors), so that past `[insights] max_queries`
+    # the least used are the ones forgotten (insights/queries.py, forget_least_used).
+    """
+    ALTER TABLE insight_queries ADD COLUMN uses INTEGER NOT NULL DEFAULT 0;
+    UPDATE insight_queries SET uses = (
+        SELECT coalesce(sum(b.calls + b.errors), 0) FROM insight_query_buckets b
+        WHERE b.db = insight_queries.db AND b.fingerprint = insight_queries.fingerprint
+    );
+    """,
 )
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
 from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 
+from forwarder import metrics
 from forwarder.clock import FakeClock
 from forwarder.config import DatabaseConfig, LogSourceConfig, StoreConfig
 from forwarder.insights.engine import SWEEP_SECONDS, Insights
 from forwarder.insights.model import Evidence, FindingDraft, Observation, SubjectHistory
 from forwarder.model import Kind, parse_time
-from forwarder.store import Identity, Store
+from forwarder.store import Identity, Store, open_sync, schema
 from tests.unit.insights.logtext import parse, stamp
 
 T0 = 1_800_000_000.0
@@ -192,3 +194,71 @@ async def test_a_catch_up_beside_the_running_loop_counts_each_line_once(
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+def calls(t: float, sql: str, n: int = 1) -> str:
+    return "".join(f"{stamp(t + i)} [7] app@shop/psql LOG:  duration: 1.000 ms  statement: {sql}\n" for i in range(n))
+
+
+async def kept_queries(store: Store) -> dict[str, int]:
+    """Each kept query's text and uses; and no time series is left of a query not kept."""
+
+    def _q(c: sqlite3.Connection) -> dict[str, int]:
+        kept = dict(c.execute("SELECT text, uses FROM insight_queries").fetchall())
+        for table in ("insight_query_buckets", "insight_query_bins"):
+            orphans = c.execute(
+                f"SELECT count(*) FROM {table} t WHERE NOT EXISTS (SELECT 1 FROM insight_queries q"
+                " WHERE q.db = t.db AND q.fingerprint = t.fingerprint)"
+            ).fetchone()[0]
+            assert orphans == 0, table
+        return kept
+
+    return await store.read(_q)
+
+
+async def test_past_max_queries_the_least_used_are_forgotten_with_their_numbers(tmp_path: Path) -> None:
+    # As pg_stat_statements past pg_stat_statements.max: a log of one-off statements keeps the
+    # queries used most (then the newest), 5% under the cap, not every statement ever seen.
+    clock = FakeClock(start=T0)
+    store = Store(StoreConfig(path=tmp_path / "s.db", retention_days=1), clock)
+    await store.start()
+    try:
+        identity = await store.register_database(
+            DatabaseConfig(id="main", name="main", host="h", log=LogSourceConfig(path=str(tmp_path / "*.log")))
+        )
+        insights = Insights(store, clock, max_queries=100)
+        frequent = "SELECT * FROM accounts WHERE id = 1"
+        await store.append(identity, parse(calls(T0, frequent, 25)), [], 0)
+        await insights.catch_up()
+        assert await kept_queries(store) == {"SELECT * FROM accounts WHERE id = $1": 25}
+        before = metrics.REGISTRY.get_sample_value(
+            "forwarder_insights_queries_forgotten_total", {"database_id": "main"}
+        )
+        one_offs = "".join(calls(T0 + 100 + i, f"SELECT * FROM t{i} WHERE a = 1") for i in range(150))
+        await store.append(identity, parse(one_offs + calls(T0 + 30, frequent, 25)), [], 0)  # seen before them all
+        await insights.catch_up()
+        kept = await kept_queries(store)
+        assert len(kept) == 95  # 151 seen, 100 allowed: down to 5% under the cap
+        assert kept.pop("SELECT * FROM accounts WHERE id = $1") == 50
+        assert sorted(kept) == sorted(f"SELECT * FROM t{i} WHERE a = $1" for i in range(56, 150))
+        after = metrics.REGISTRY.get_sample_value("forwarder_insights_queries_forgotten_total", {"database_id": "main"})
+        assert (after or 0) - (before or 0) == 56
+    finally:
+        await store.aclose()
+
+
+def test_an_upgraded_store_counts_the_uses_of_the_queries_it_kept(tmp_path: Path) -> None:
+    conn = schema.connect(str(tmp_path / "v10.db"))
+    for number in range(10):
+        for statement in schema._split(schema.MIGRATIONS[number]):
+            conn.execute(statement)
+    conn.execute("PRAGMA user_version = 10")
+    conn.execute("INSERT INTO insight_queries VALUES (1, 'aaaaaaaaaaaaaaaa', 'SELECT $1', 0, 600000000, 1, '[]', '[]')")
+    conn.executemany(
+        "INSERT INTO insight_query_buckets VALUES (1, 'aaaaaaaaaaaaaaaa', ?, ?, 1.0, 1.0, 1.0, ?)",
+        [(0, 3, 1), (300_000_000, 4, 0)],
+    )
+    conn.close()
+    conn = open_sync(tmp_path / "v10.db")
+    assert conn.execute("SELECT uses FROM insight_queries").fetchall() == [(8,)]  # calls and errors
+    conn.close()
