@@ -181,13 +181,12 @@ def assigned_id(conn: sqlite3.Connection) -> int:
 # `to` a week back, "newest first" walked every line newer than `to` before the first match
 # (0.7-1.2 s at 10 million lines); with a day's window the time index found ~250,000 lines to sort
 # by id (~230 ms). Times mostly rise with ids, so a small summary bounds the walk: for each
-# database and span of SPAN_LINES consecutive ids, the earliest and latest time of its lines
+# database and span of 4,096 consecutive ids (SPAN_SHIFT), the earliest and latest time of its lines
 # (a zone map, as PostgreSQL's BRIN indexes keep per block range). Appends widen a span in the
 # transaction that stores the lines; deletes leave it as it was, so it only ever over-covers.
 # A listing reads the spans that may hold a match, in order, until its page is full.
 
-SPAN_SHIFT: Final = 12
-SPAN_LINES: Final = 1 << SPAN_SHIFT
+SPAN_SHIFT: Final = 12  # migration 10 builds the spans of stored lines with the same shift
 _NO_TIME_BOUND: Final = (-(1 << 63), (1 << 63) - 1)
 
 
@@ -409,14 +408,15 @@ def list_lines(conn: sqlite3.Connection, db_code: int, query: LineQuery) -> Page
         # Punctuation only (`>`, `::`): nothing for the word index, so a substring scan.
         where.append("fwd_doc_contains(doc, ?)")
         params.append(_fold(query.q))
-    where.append("id >= ? AND id <= ?")  # one of the ranges
+    if timed:
+        where.append("id >= ? AND id <= ?")  # one of the ranges
     sql = f"SELECT id, time_us, doc FROM lines WHERE {' AND '.join(where)} ORDER BY id {order} LIMIT ?"
     want = query.limit + 1
     rows: list[tuple[int, int, bytes]] = []
     for first, last in ranges if order == "ASC" else reversed(ranges):
         if (query.before is not None and first >= query.before) or (query.after is not None and last <= query.after):
             continue
-        rows += conn.execute(sql, [*params, first, last, want - len(rows)]).fetchall()
+        rows += conn.execute(sql, [*params, *((first, last) if timed else ()), want - len(rows)]).fetchall()
         if len(rows) >= want:
             break
     return _page(conn, query, rows)
