@@ -8,6 +8,7 @@ from pathlib import Path
 from forwarder.model import KINDS, LogLine
 from forwarder.store import lines as L
 from forwarder.store import open_sync
+from tests.unit.store.steps import counting_steps
 
 T0 = 1_800_000_000_000_000
 
@@ -19,18 +20,11 @@ def test_counts_by_kind_read_the_window_only(tmp_path: Path) -> None:
     with conn:
         L.append(conn, ident, [LogLine(T0 + i, "LOG", KINDS[i % 3], f"line {i}") for i in range(20_000)])
     conn.execute("ANALYZE")  # the daemon's PRAGMA optimize leaves statistics like these
-    steps = 0
-
-    def count() -> int:
-        nonlocal steps
-        steps += 1
-        return 0
-
-    conn.set_progress_handler(count, 100)
-    counts = L.counts_by_kind(conn, 1, T0 + 19_900)  # the newest 100 lines
+    with counting_steps(conn) as steps:
+        counts = L.counts_by_kind(conn, 1, T0 + 19_900)  # the newest 100 lines
     assert (counts[KINDS[0]], counts[KINDS[1]], counts[KINDS[2]], sum(counts.values())) == (33, 34, 33, 100)
     # Through the (db, kind) index it walked all 20,000 lines: ~1,000 of these (100 instructions each).
-    assert steps < 100, steps
+    assert steps.count < 100, steps.count
 
 
 def test_groups_read_the_window_only(tmp_path: Path) -> None:
@@ -40,16 +34,9 @@ def test_groups_read_the_window_only(tmp_path: Path) -> None:
     with conn:
         L.append(conn, ident, [LogLine(T0 + i, "LOG", "other", f"message {'abcdefg'[i % 7]}") for i in range(20_000)])
     conn.execute("ANALYZE")
-    steps = 0
-
-    def count() -> int:
-        nonlocal steps
-        steps += 1
-        return 0
-
-    conn.set_progress_handler(count, 100)
-    groups = L.groups(conn, 1, T0 + 19_930, 10)  # the newest 70 lines: 10 of each message
+    with counting_steps(conn) as steps:
+        groups = L.groups(conn, 1, T0 + 19_930, 10)  # the newest 70 lines: 10 of each message
     assert sorted(g.count for g in groups) == [10] * 7
     assert max(g.last_us for g in groups) == T0 + 19_999 and min(g.first_us for g in groups) == T0 + 19_930
     # Through the (db, group_key) index it read all 20,000 lines to test their time.
-    assert steps < 100, steps
+    assert steps.count < 100, steps.count

@@ -7,12 +7,12 @@ import random
 import sqlite3
 from pathlib import Path
 
-import orjson
 import pytest
 
 from forwarder.model import KINDS, LogLine
 from forwarder.store import lines as L
 from forwarder.store import open_sync
+from tests.unit.store.steps import counting_steps, page_ids
 
 T0 = 1_800_000_000_000_000
 WORDS = ("lock", "locked", "timeout", "vacuum", "orders", "needle")
@@ -77,11 +77,7 @@ def test_every_way_of_searching_gives_the_lines_a_scan_gives(tmp_path: Path, mon
                 for limit in (1, 5, 50):
                     queries.append(L.LineQuery(limit=limit, q=q, kinds=kinds, before=before, after=after))
     for query in queries:
-        conn.execute("BEGIN")
-        page = L.list_lines(conn, 1, query)
-        conn.execute("COMMIT")
-        got = [int(orjson.loads(d)["id"]) for d in page.docs]
-        assert (got, page.has_more) == expected(conn, query), query
+        assert page_ids(conn, 1, query) == expected(conn, query), query
 
 
 def test_a_rare_word_is_found_without_walking_every_line(tmp_path: Path) -> None:
@@ -91,16 +87,9 @@ def test_a_rare_word_is_found_without_walking_every_line(tmp_path: Path) -> None
         L.append(conn, L.Identity(1, "main", "main", "h"), [LogLine(T0 + 1, "LOG", "other", "nothing")])
         while L.index_fts(conn, 5000):
             pass
-    steps = 0
-
-    def count() -> int:
-        nonlocal steps
-        steps += 1
-        return 0
-
-    conn.set_progress_handler(count, 100)
-    for q in ("needle", "absent"):
-        page = L.list_lines(conn, 1, L.LineQuery(limit=50, q=q))
-        assert len(page.docs) == (q == "needle")
+    with counting_steps(conn) as steps:
+        for q in ("needle", "absent"):
+            page = L.list_lines(conn, 1, L.LineQuery(limit=50, q=q))
+            assert len(page.docs) == (q == "needle")
     # Walking the ~14,000 lines of the database took ~3,600 of these (100 instructions each); now 4.
-    assert steps < 200, steps
+    assert steps.count < 200, steps.count

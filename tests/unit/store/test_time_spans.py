@@ -14,6 +14,7 @@ import pytest
 from forwarder.model import KINDS, LogLine
 from forwarder.store import lines as L
 from forwarder.store import open_sync
+from tests.unit.store.steps import counting_steps, page_ids
 
 T0 = 1_800_000_000_000_000
 S = 1_000_000  # a second
@@ -110,11 +111,7 @@ def test_time_filters_give_the_lines_a_scan_gives(tmp_path: Path, monkeypatch: p
                             query = L.LineQuery(limit, kinds, q, None, from_us, to_us, before, after)
                             queries.append(query)
     for query in queries:
-        conn.execute("BEGIN")
-        page = L.list_lines(conn, 1, query)
-        conn.execute("COMMIT")
-        got = [int(orjson.loads(d)["id"]) for d in page.docs]
-        assert (got, page.has_more) == expected(conn, query), query
+        assert page_ids(conn, 1, query) == expected(conn, query), query
 
 
 def test_a_window_far_back_is_found_without_walking_or_sorting_the_lines_around_it(tmp_path: Path) -> None:
@@ -123,16 +120,9 @@ def test_a_window_far_back_is_found_without_walking_or_sorting_the_lines_around_
     with conn:
         for start in range(0, len(rows), 1000):
             L.append_rows(conn, rows[start : start + 1000])
-    steps = 0
-
-    def count() -> int:
-        nonlocal steps
-        steps += 1
-        return 0
-
-    conn.set_progress_handler(count, 100)
-    page = L.list_lines(conn, 1, L.LineQuery(limit=50, to_us=T0 + 10_000 * S))
+    with counting_steps(conn) as steps:
+        page = L.list_lines(conn, 1, L.LineQuery(limit=50, to_us=T0 + 10_000 * S))
     assert [orjson.loads(d)["message"] for d in page.docs] == [f"line {i}" for i in range(9999, 9949, -1)]
     # Sorting the 10,000 older lines by id (or walking the 10,000 newer ones) took ~1,300 of these
     # (100 instructions each); reading the two spans below `to`, ~120.
-    assert steps < 400, steps
+    assert steps.count < 400, steps.count
