@@ -352,6 +352,7 @@ def create_private(path: Path) -> None:
 
 
 WRITER_CACHE_KIB: Final = 16 * 1024  # the writer connection's SQLite page cache, KiB
+WAL_LIMIT_BYTES: Final = 64 << 20  # journal_size_limit: the WAL file is cut back to this when it starts over
 
 
 def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
@@ -373,7 +374,7 @@ def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
         # a connection of its own keeps SQLite's default. When a checkpoint has copied the whole
         # WAL and it starts over, its file is cut back to 64 MiB: a backlog's burst does not stay
         # on disk as hundreds of MiB of spent WAL (sqlite.org/pragma.html#pragma_journal_size_limit).
-        conn.execute("PRAGMA journal_size_limit = 67108864")
+        conn.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
     if readonly:
         conn.execute("PRAGMA query_only = ON")
     return conn

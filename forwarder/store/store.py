@@ -63,7 +63,7 @@ FTS_MERGE_PAGES = 100
 # often while writes come in: a checkpoint run by the writer's COMMIT (SQLite's automatic one,
 # every 10,000 pages) held appends ~100-500 ms while retention deleted a day at 2 million lines.
 CHECKPOINT_SECONDS = 0.5
-WAL_KEEP_BYTES = 64 << 20  # the WAL file is cut to this size (journal_size_limit, schema.connect)
+WAL_KEEP_BYTES = schema.WAL_LIMIT_BYTES  # the size the WAL file is cut back to when it starts over
 # The writer still checkpoints past this many WAL pages (the size it is cut to). Under writes
 # that never pause (retention deleting a day while readers poll) the checkpoint thread copies the
 # frames but SQLite starts the WAL over only after a checkpoint no write came between, so this is
