@@ -30,6 +30,7 @@ from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from forwarder.insights.model import Severity
+from forwarder.insights.queries import DEFAULT_MAX_QUERIES
 from forwarder.pglog import Format
 from forwarder.pglog.prefix import unknown_escapes
 
@@ -360,7 +361,7 @@ class InsightsConfig(_Section):
         "endpoints answer 503 and no time is spent on them.",
     )
     max_queries: int = Field(
-        5000,
+        DEFAULT_MAX_QUERIES,
         ge=100,
         le=1_000_000,
         description="Statements (by fingerprint) kept per database, as pg_stat_statements.max: past it "

@@ -83,7 +83,7 @@ class Insights:
         clock: Clock,
         rules: Mapping[str, Rule] | None = None,
         retention_days: float = 7,
-        max_queries: int = 5000,
+        max_queries: int = Q.DEFAULT_MAX_QUERIES,
     ) -> None:
         self._store = store
         self._clock = clock

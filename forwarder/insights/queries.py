@@ -32,6 +32,7 @@ MAX_NAMES: Final = 20  # users and applications shown per query
 # Past `[insights] max_queries` a database's least-used queries are forgotten, this share of the
 # cap at a time, as pg_stat_statements does past pg_stat_statements.max (entry_dealloc, 5%).
 FORGET_SHARE: Final = 0.05
+DEFAULT_MAX_QUERIES: Final = 5000  # pg_stat_statements.max's default
 _CALL: Final = re.compile(r"duration: [0-9.]+ ms +(?:statement|execute\b)")
 ERROR_SEVERITIES: Final = frozenset({"ERROR", "FATAL", "PANIC"})
 
