@@ -242,6 +242,32 @@ def time_ranges(
     return id_ranges(spans)
 
 
+# Past this many ranges a window is read as one range from its first id to its last: a statement
+# has at most 32,766 parameters, and the time test keeps the answer exact either way.
+MAX_WINDOW_RANGES: Final = 500
+# How a statement after `window_ranges`'s WITH clause reads the lines of the ranges: each range
+# through the (db) index, as (db = ? AND id BETWEEN lo AND hi).
+IN_RANGES: Final = "FROM ranges CROSS JOIN lines ON lines.id >= ranges.lo AND lines.id <= ranges.hi"
+
+
+def window_ranges(
+    conn: sqlite3.Connection, db_code: int, from_us: int | None, to_us: int | None
+) -> tuple[str, list[object]] | None:
+    """A `WITH ranges (lo, hi)` clause of the id ranges that may hold a database's lines with time
+    in [from_us, to_us), and its parameters; None when no line can. The statement after it reads
+    `IN_RANGES` and still tests `db` and each line's time: the ranges over-cover.
+
+    This is how a time window is read (groups, counts by kind, alert windows): it costs what the
+    (db, time) index it replaced cost, without a B-tree more to write for every line."""
+    ranges = time_ranges(conn, db_code, from_us, to_us)
+    if not ranges:
+        return None
+    if len(ranges) > MAX_WINDOW_RANGES:
+        ranges = [(ranges[0][0], ranges[-1][1])]
+    values = ",".join(["(?,?)"] * len(ranges))
+    return f"WITH ranges (lo, hi) AS (VALUES {values})", [bound for r in ranges for bound in r]
+
+
 def forget_spans(conn: sqlite3.Connection) -> None:
     """Drop the spans below the oldest line left (the caller's transaction, after deleting; it
     reads every span, so once a retention pass, not once a chunk)."""
@@ -538,15 +564,19 @@ def groups(conn: sqlite3.Connection, db_code: int, from_us: int, limit: int) -> 
     """Repeated messages written at or after `from_us` (no upper bound: a server whose clock runs
     ahead of ours still has its newest lines counted), most frequent first."""
     # `+group_key`: grouping through the (db, group_key) index read every line of the database
-    # to test its time (~0.9 s at 2 million lines for the last day's 50,000); (db, time) walks
-    # only the window (~45 ms) and groups in a temporary b-tree.
+    # to test its time (~0.9 s at 2 million lines for the last day's 50,000); the window's id
+    # ranges hold only its lines, grouped in a temporary b-tree.
+    if (window := window_ranges(conn, db_code, from_us, None)) is None:
+        return []
+    with_ranges, params = window
     rows = conn.execute(
-        """
+        f"""
+        {with_ranges}
         SELECT group_key, kind, count(*), min(time_us), max(time_us), max(id)
-        FROM lines WHERE db = ? AND time_us >= ?
+        {IN_RANGES} WHERE db = ? AND +time_us >= ?
         GROUP BY +group_key ORDER BY count(*) DESC, max(id) DESC LIMIT ?
         """,
-        (db_code, from_us, limit),
+        [*params, db_code, from_us, limit],
     ).fetchall()
     out = []
     for key, kind, count, first_us, last_us, newest in rows:
@@ -559,9 +589,13 @@ def counts_by_kind(conn: sqlite3.Connection, db_code: int, from_us: int) -> dict
     """Lines per kind (every kind present, zeros included) with time >= from."""
     counts: dict[str, int] = dict.fromkeys(KINDS, 0)
     # `+kind`: grouping through the (db, kind) index walked every line of the database (and read
-    # each one's time), ~700 ms at 800,000 lines for the last day's 114,000; (db, time) walks the window.
+    # each one's time), ~700 ms at 800,000 lines for the last day's 114,000; the ranges hold the window.
+    if (window := window_ranges(conn, db_code, from_us, None)) is None:
+        return counts
+    with_ranges, params = window
     for kind, count in conn.execute(
-        "SELECT kind, count(*) FROM lines WHERE db = ? AND time_us >= ? GROUP BY +kind", (db_code, from_us)
+        f"{with_ranges} SELECT kind, count(*) {IN_RANGES} WHERE db = ? AND +time_us >= ? GROUP BY +kind",
+        [*params, db_code, from_us],
     ):
         counts[KINDS[kind]] = count
     return counts
@@ -569,27 +603,36 @@ def counts_by_kind(conn: sqlite3.Connection, db_code: int, from_us: int) -> dict
 
 def hourly_counts_by_kind(conn: sqlite3.Connection, db_code: int, from_us: int) -> list[tuple[int, Kind, int]]:
     """(hour start in µs, kind, lines) for each hour and kind with lines, time >= from; oldest first."""
+    if (window := window_ranges(conn, db_code, from_us, None)) is None:
+        return []
+    with_ranges, params = window
     rows = conn.execute(
-        """
-        SELECT time_us / 3600000000 AS hour, kind, count(*) FROM lines
-        WHERE db = ? AND time_us >= ? GROUP BY hour, kind ORDER BY hour
+        f"""
+        {with_ranges}
+        SELECT time_us / 3600000000 AS hour, kind, count(*)
+        {IN_RANGES} WHERE db = ? AND +time_us >= ? GROUP BY hour, kind ORDER BY hour
         """,
-        (db_code, from_us),
+        [*params, db_code, from_us],
     ).fetchall()
     return [(hour * 3_600_000_000, KINDS[kind], count) for hour, kind, count in rows]
 
 
-def _window(db_code: int, kinds: frozenset[Kind] | None, after_us: int, upto_us: int) -> tuple[str, list[object]]:
-    """SQL (`FROM lines WHERE ...`) and its parameters for the lines of a database with time in
-    (after_us, upto_us] and, unless `kinds` is None, one of `kinds`: the (db, time) or (db, kind)
-    index serves it, whichever SQLite finds narrower."""
-    where = "db = ? AND time_us > ? AND time_us <= ?"
-    params: list[object] = [db_code, after_us, upto_us]
+def _window(
+    conn: sqlite3.Connection, db_code: int, kinds: frozenset[Kind] | None, after_us: int, upto_us: int
+) -> tuple[str, str, list[object]] | None:
+    """(`WITH ranges ...`, `FROM ... WHERE ...`, their parameters) for the lines of a database with
+    time in (after_us, upto_us] and, unless `kinds` is None, one of `kinds`; None when no line can
+    be. Each of the window's id ranges is read through the (db) index, or (db, kind) with kinds."""
+    if (window := window_ranges(conn, db_code, after_us + 1, upto_us + 1)) is None:
+        return None
+    with_ranges, params = window
+    where = "db = ? AND +time_us > ? AND +time_us <= ?"
+    params += [db_code, after_us, upto_us]
     if kinds is not None:
         codes = sorted(KIND_CODE[k] for k in kinds)
         where += f" AND kind IN ({','.join('?' * len(codes))})"
         params.extend(codes)
-    return f"FROM lines WHERE {where}", params
+    return with_ranges, f"{IN_RANGES} WHERE {where}", params
 
 
 def count_window(
@@ -603,12 +646,14 @@ def count_window(
     """Lines of a database with time in (after_us, upto_us], of `kinds` (None: any) and, with `text`,
     whose message, detail or statement contains it (case-insensitive, accents ignored). Only the
     rows the window and kinds select are decoded for the text."""
-    sql, params = _window(db_code, kinds, after_us, upto_us)
+    if (window := _window(conn, db_code, kinds, after_us, upto_us)) is None:
+        return 0
+    with_ranges, sql, params = window
     if text is None:
-        return int(conn.execute(f"SELECT count(*) {sql}", params).fetchone()[0])
+        return int(conn.execute(f"{with_ranges} SELECT count(*) {sql}", params).fetchone()[0])
     folded = _fold(text)
     count = 0
-    for (doc,) in conn.execute(f"SELECT doc {sql}", params):
+    for (doc,) in conn.execute(f"{with_ranges} SELECT doc {sql}", params):
         fields = _text_fields(doc)
         if any(folded in _fold(value) for f in WINDOW_TEXT_FIELDS if isinstance(value := fields.get(f), str)):
             count += 1
@@ -616,8 +661,20 @@ def count_window(
 
 
 def oldest_time(conn: sqlite3.Connection, db_code: int) -> int | None:
-    row = conn.execute("SELECT min(time_us) FROM lines WHERE db = ?", (db_code,)).fetchone()
-    return int(row[0]) if row[0] is not None else None
+    """The earliest time of a database's lines (None without lines)."""
+    # The spans in order of their earliest time: a span's is never later than its lines' (deletes
+    # leave it), so once it is no earlier than the oldest line found, no later span holds one older.
+    oldest: int | None = None
+    for span, min_us in conn.execute("SELECT span, min_us FROM line_spans WHERE db = ? ORDER BY min_us", (db_code,)):
+        if oldest is not None and min_us >= oldest:
+            break
+        (found,) = conn.execute(
+            "SELECT min(time_us) FROM lines WHERE db = ? AND id >= ? AND id < ?",
+            (db_code, span << SPAN_SHIFT, (span + 1) << SPAN_SHIFT),
+        ).fetchone()
+        if found is not None and (oldest is None or found < oldest):
+            oldest = found
+    return oldest
 
 
 # --- retention --------------------------------------------------------------------------------
@@ -649,9 +706,14 @@ def delete_lines(conn: sqlite3.Connection, rows: list[tuple[int, int, int]]) -> 
 
 def older_than(conn: sqlite3.Connection, cutoff_us: int, limit: int) -> list[tuple[int, int, int]]:
     """Up to `limit` lines (id, db, kind) written before the cutoff, any database."""
+    # The spans with lines that early, then their lines by id (the (db) index).
     return conn.execute(
-        "SELECT id, db, kind FROM lines WHERE db IN (SELECT code FROM databases) AND time_us < ? LIMIT ?",
-        (cutoff_us, limit),
+        """
+        SELECT l.id, l.db, l.kind FROM line_spans s CROSS JOIN lines l
+            ON l.db = s.db AND l.id >= s.span << ? AND l.id < (s.span + 1) << ?
+        WHERE s.db IN (SELECT code FROM databases) AND s.min_us < ? AND +l.time_us < ? LIMIT ?
+        """,
+        (SPAN_SHIFT, SPAN_SHIFT, cutoff_us, cutoff_us, limit),
     ).fetchall()
 
 

@@ -5,12 +5,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from forwarder.model import KINDS, LogLine
 from forwarder.store import lines as L
 from forwarder.store import open_sync
 from tests.unit.store.steps import counting_steps
 
 T0 = 1_800_000_000_000_000
+
+
+@pytest.fixture(autouse=True)
+def small_spans(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A window is read by the time spans' id ranges (lines.py): spans of 64 ids instead of 4,096,
+    # so that 20,000 lines are many spans and a window of 100 lines a few.
+    monkeypatch.setattr(L, "SPAN_SHIFT", 6)
 
 
 def test_counts_by_kind_read_the_window_only(tmp_path: Path) -> None:

@@ -72,13 +72,15 @@ def expected(conn: sqlite3.Connection, q: L.LineQuery) -> tuple[list[int], bool]
     return sorted(page[: q.limit], reverse=True), len(page) > q.limit
 
 
-def test_time_filters_give_the_lines_a_scan_gives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Spans of 8 ids, so ~900 lines make a hundred of them. Times mostly rise with ids, as
-    # PostgreSQL writes them, but not always: jitter between databases, lines of an old log read
-    # late (a backlog), a server whose clock was ahead; and some lines are deleted afterwards.
+def mixed_store(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[sqlite3.Connection, list[int | None]]:
+    """A store whose times mostly rise with ids, and times of `main` to filter by (None: unbounded).
+
+    Spans of 8 ids, so ~900 lines make a hundred of them. Times mostly rise with ids, as
+    PostgreSQL writes them, but not always: jitter between databases, lines of an old log read
+    late (a backlog), a server whose clock was ahead; and some lines are deleted afterwards."""
     monkeypatch.setattr(L, "SPAN_SHIFT", 3)
     rnd = random.Random(5)
-    conn = new_store(tmp_path / "t.db")
+    conn = new_store(path)
     clock = T0
     with conn:
         for _ in range(120):
@@ -96,9 +98,13 @@ def test_time_filters_give_the_lines_a_scan_gives(tmp_path: Path, monkeypatch: p
         L.forget_spans(conn)
     oldest = conn.execute("SELECT min(id) FROM lines").fetchone()[0]
     assert conn.execute("SELECT min(span) FROM line_spans").fetchone()[0] == oldest >> L.SPAN_SHIFT
-    head = L.head_id(conn)
     times = sorted(t for (t,) in conn.execute("SELECT time_us FROM lines WHERE db = 1"))
-    edges = [None, times[0], times[len(times) // 4], times[len(times) // 2] + 1, times[-1], times[-1] + 1]
+    return conn, [None, times[0], times[len(times) // 4], times[len(times) // 2] + 1, times[-1], times[-1] + 1]
+
+
+def test_time_filters_give_the_lines_a_scan_gives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    conn, edges = mixed_store(tmp_path / "t.db", monkeypatch)
+    head = L.head_id(conn)
     queries = []
     for from_us in edges:
         for to_us in edges:
@@ -112,6 +118,50 @@ def test_time_filters_give_the_lines_a_scan_gives(tmp_path: Path, monkeypatch: p
                             queries.append(query)
     for query in queries:
         assert page_ids(conn, 1, query) == expected(conn, query), query
+
+
+@pytest.mark.parametrize("max_ranges", [L.MAX_WINDOW_RANGES, 1])
+def test_time_windows_count_the_lines_a_scan_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, max_ranges: int
+) -> None:
+    # Groups, counts by kind, hourly counts, alert windows, the oldest time and retention's lines
+    # read a window through the spans' id ranges (or, past MAX_WINDOW_RANGES, the range around them).
+    conn, edges = mixed_store(tmp_path / "t.db", monkeypatch)
+    monkeypatch.setattr(L, "MAX_WINDOW_RANGES", max_ranges)
+    lines = conn.execute("SELECT id, db, time_us, kind, group_key, doc FROM lines ORDER BY id").fetchall()
+    main = [line for line in lines if line[1] == 1]
+    assert L.oldest_time(conn, 1) == min(line[2] for line in main)
+    assert L.oldest_time(conn, 3) is None
+    starts = [t for t in edges if t is not None]
+    for from_us in starts:
+        window = [line for line in main if line[2] >= from_us]
+        counts = dict.fromkeys(KINDS, 0)
+        hourly: dict[tuple[int, str], int] = {}
+        by_group: dict[int, list[tuple[int, int, int, int, int, bytes]]] = {}
+        for line in window:
+            counts[KINDS[line[3]]] += 1
+            hour = line[2] // 3_600_000_000 * 3_600_000_000
+            hourly[(hour, KINDS[line[3]])] = hourly.get((hour, KINDS[line[3]]), 0) + 1
+            by_group.setdefault(line[4], []).append(line)
+        assert L.counts_by_kind(conn, 1, from_us) == counts
+        by_hour = L.hourly_counts_by_kind(conn, 1, from_us)  # oldest hour first, kinds in any order
+        assert [h for h, _, _ in by_hour] == sorted(h for h, _, _ in by_hour)
+        assert sorted(by_hour) == sorted((h, k, n) for (h, k), n in hourly.items())
+        groups = L.groups(conn, 1, from_us, 1000)
+        assert {g.key: (g.count, g.first_us, g.last_us) for g in groups} == {
+            key: (len(ls), min(x[2] for x in ls), max(x[2] for x in ls)) for key, ls in by_group.items()
+        }
+        for upto_us in starts:
+            for kinds in (None, frozenset({KINDS[1]}), frozenset(KINDS[:2])):
+                codes = None if kinds is None else {L.KIND_CODE[k] for k in kinds}
+                inside = [x for x in main if from_us < x[2] <= upto_us and (codes is None or x[3] in codes)]
+                assert L.count_window(conn, 1, kinds, from_us, upto_us) == len(inside)
+                assert L.count_window(conn, 1, kinds, from_us, upto_us, "lock") == sum(
+                    "lock" in str(L.read_doc(x[2], x[5])["message"]) for x in inside
+                )
+        old = L.older_than(conn, from_us, 10_000)
+        assert sorted(old) == [(x[0], x[1], x[3]) for x in lines if x[2] < from_us]
+        assert len(L.older_than(conn, from_us, 5)) == min(5, len(old))
 
 
 def test_a_window_far_back_is_found_without_walking_or_sorting_the_lines_around_it(tmp_path: Path) -> None:
