@@ -70,10 +70,14 @@ WAL_KEEP_BYTES = schema.WAL_LIMIT_BYTES  # the size the WAL file is cut back to 
 # how it does. With 100,000 pages (~400 MiB) that checkpoint and the cut after it held the
 # writer 250-420 ms every ~7 s (10 million lines, retention of a day); at this size 110-190 ms.
 WRITER_CHECKPOINT_PAGES = WAL_KEEP_BYTES // 4096
-# A WAL file past WAL_KEEP_BYTES is cut to nothing by the checkpoint thread once no write came
+# A WAL file past WAL_IDLE_BYTES is cut to nothing by the checkpoint thread once no write came
 # for this long. Cutting takes the write lock and syncs the database file: done while retention
-# deleted (every half second), it held appends up to 530 ms.
+# deleted (every half second), it held appends up to 530 ms. While writes go on, SQLite keeps the
+# file at up to WAL_KEEP_BYTES (journal_size_limit) to write over; a store at rest needs none of
+# it (64 MiB was ~40% of the store of a 170 MB log), and the few pages an idle daemon's occasional
+# writes leave (a sweep of the insights) are not worth a sync each.
 WAL_CUT_QUIET_SECONDS = 2.0
+WAL_IDLE_BYTES = 4 << 20
 WAL_TRUNCATE_WAIT_MS = 20  # how long cutting it may wait for readers, holding writers back
 WRITE_RETRY_SECONDS = 5.0  # background work waits this long after the store failed to write
 APPEND_RATE_SECONDS = 2.0  # the window of Store.append_rate
@@ -269,7 +273,7 @@ class Store:
                 await asyncio.shield(self._checkpoint)
 
     def _run_checkpoint(self, cut_wal: bool) -> bool:
-        """A passive checkpoint, then, with `cut_wal`, cutting a WAL file past WAL_KEEP_BYTES once
+        """A passive checkpoint, then, with `cut_wal`, cutting a WAL file past WAL_IDLE_BYTES once
         all of it is copied. Returns whether such a file is left to cut."""
         if self._checkpointer is None:
             self._checkpointer = schema.connect(str(self.path))
@@ -277,13 +281,13 @@ class Store:
         conn = self._checkpointer
         busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         try:
-            oversized = os.stat(str(self.path) + "-wal").st_size > WAL_KEEP_BYTES
+            oversized = os.stat(str(self.path) + "-wal").st_size > WAL_IDLE_BYTES
         except FileNotFoundError:
             return False
         if not (oversized and cut_wal) or busy or frames <= 0 or copied < frames:
             return oversized
         # All of the WAL is in the database file. After a burst its file stays as large as the
-        # burst made it until a write starts it over; past WAL_KEEP_BYTES, cut it now (TRUNCATE
+        # burst made it until a write starts it over; past WAL_IDLE_BYTES, cut it now (TRUNCATE
         # waits for readers on older snapshots while holding writers back, so it gets only
         # WAL_TRUNCATE_WAIT_MS: on a busy store it gives up and the next write cuts it).
         conn.execute(f"PRAGMA busy_timeout = {WAL_TRUNCATE_WAIT_MS}")

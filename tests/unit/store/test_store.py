@@ -392,11 +392,11 @@ async def test_the_last_writes_of_a_burst_are_checkpointed_and_a_large_write_ahe
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Writes during a checkpoint, or too soon after one, are copied by one scheduled for them: the
-    # end of a backlog does not wait for a next write. A WAL file past WAL_KEEP_BYTES (0 here, so
+    # end of a backlog does not wait for a next write. A WAL file past WAL_IDLE_BYTES (0 here, so
     # any) is cut once writes have paused for WAL_CUT_QUIET_SECONDS, never between two writes:
     # cutting holds the writer. Event-loop time, which schedules checkpoints, is a stand-in here.
     monkeypatch.setattr(store_module, "CHECKPOINT_SECONDS", 0.0)
-    monkeypatch.setattr(store_module, "WAL_KEEP_BYTES", 0)
+    monkeypatch.setattr(store_module, "WAL_IDLE_BYTES", 0)
     loop = asyncio.get_running_loop()
     now = [loop.time()]
     monkeypatch.setattr(loop, "time", lambda: now[0])
