@@ -41,7 +41,7 @@ from forwarder.insights.regression import QueryRegression
 from forwarder.insights.rules import RULES, Rule
 from forwarder.logsetup import RepeatedFailureLog
 from forwarder.model import KINDS
-from forwarder.store.lines import KIND_CODE, read_doc
+from forwarder.store.lines import KIND_CODE, column_fingerprint, read_doc
 from forwarder.store.store import Store, write_failure_reason
 
 log = logging.getLogger(__name__)
@@ -193,7 +193,7 @@ class Insights:
             kind = KINDS[code]
             doc = read_doc(time_us, raw)
             if kind in QUERY_KINDS:
-                batch.queries.add(db, line_id, time_us, fingerprint, doc)
+                batch.queries.add(db, line_id, time_us, column_fingerprint(fingerprint), doc)
             for rule in self._by_kind[kind]:
                 try:
                     observed = list(rule.observe(line_id, doc))

@@ -110,12 +110,29 @@ def _text_fields(stored: bytes) -> dict[str, object]:
     return parsed
 
 
+_FINGERPRINT_RE = re.compile(r"[0-9a-f]{16}")
+
+
+def fingerprint_column(fingerprint: str | None) -> str | bytes | None:
+    """How the lines table keeps a statement's fingerprint: its 16 hex digits as their 8 bytes,
+    a BLOB (the column's TEXT affinity would turn an integer into text), 9 bytes on disk instead
+    of 17. Anything else is kept as it is, as are the texts of stores written before."""
+    if fingerprint is not None and _FINGERPRINT_RE.fullmatch(fingerprint):
+        return bytes.fromhex(fingerprint)
+    return fingerprint
+
+
+def column_fingerprint(stored: str | bytes | None) -> str | None:
+    """The fingerprint a `fingerprint_column` value stands for."""
+    return stored.hex() if isinstance(stored, bytes) else stored
+
+
 # A line ready to insert: (db code, time_us, kind code, group key, fingerprint, size, doc, text):
 # `doc` in its stored (compressed) form; `size` is 0, which SQLite stores in no bytes (it was the
 # document's length, which nothing needs before reading the document); `text` is what the
 # full-text index will take (`search_text`), which is not a column: the store keeps it in memory
 # until the line is indexed, so indexing need not unpack and decode the document it was made from.
-Row = tuple[int, int, int, int, str | None, int, bytes, str]
+Row = tuple[int, int, int, int, str | bytes | None, int, bytes, str]
 ROW_DOC: Final = 6
 ROW_TEXT: Final = 7
 
@@ -132,7 +149,7 @@ def encode_rows(identity: Identity, lines: Sequence[LogLine]) -> list[Row]:
                 line.time_us,
                 KIND_CODE[line.kind],
                 group_key(line.kind, line.message, line.fingerprint),
-                line.fingerprint,
+                fingerprint_column(line.fingerprint),
                 0,
                 pack(doc),
                 line_search_text(line),

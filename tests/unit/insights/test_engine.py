@@ -262,3 +262,29 @@ def test_an_upgraded_store_counts_the_uses_of_the_queries_it_kept(tmp_path: Path
     conn = open_sync(tmp_path / "v10.db")
     assert conn.execute("SELECT uses FROM insight_queries").fetchall() == [(8,)]  # calls and errors
     conn.close()
+
+
+async def test_a_query_counts_its_calls_stored_before_and_after_fingerprints_took_8_bytes(tmp_path: Path) -> None:
+    # Stores written before keep a line's fingerprint as its 16 hex digits (text); new lines keep
+    # its 8 bytes. The engine reads both as the same query.
+    clock = FakeClock(start=T0)
+    store = Store(StoreConfig(path=tmp_path / "s.db", retention_days=1), clock)
+    await store.start()
+    try:
+        identity = await store.register_database(
+            DatabaseConfig(id="main", name="main", host="h", log=LogSourceConfig(path=str(tmp_path / "*.log")))
+        )
+        lines = parse(calls(T0, "SELECT * FROM accounts WHERE id = 1", 3))
+        await store.append(identity, lines, [], 0)
+
+        def as_before(c: sqlite3.Connection) -> list[object]:
+            c.execute("UPDATE lines SET fingerprint = hex(fingerprint) WHERE id % 2 = 1")
+            c.execute("UPDATE lines SET fingerprint = lower(fingerprint) WHERE typeof(fingerprint) = 'text'")
+            return [t for (t,) in c.execute("SELECT typeof(fingerprint) FROM lines ORDER BY id")]
+
+        assert await store.write(as_before) == ["text", "blob", "text"]
+        await Insights(store, clock).catch_up()
+        kept = await store.read(lambda c: c.execute("SELECT fingerprint, text, uses FROM insight_queries").fetchall())
+        assert kept == [(lines[0].fingerprint, "SELECT * FROM accounts WHERE id = $1", 3)]
+    finally:
+        await store.aclose()

@@ -450,3 +450,22 @@ async def test_a_store_closed_while_another_process_has_it_open_is_whole_without
             conn.close()
     finally:
         other.close()
+
+
+@pytest.mark.parametrize(
+    ("fingerprint", "column"),
+    [
+        ("0123456789abcdef", bytes.fromhex("0123456789abcdef")),  # what pglog.normalize makes: 8 bytes
+        ("ffffffffffffffff", b"\xff" * 8),
+        (None, None),
+        # anything else stays text, as every fingerprint of a store written before does
+        ("0123456789ABCDEF", "0123456789ABCDEF"),
+        ("0123456789abcde", "0123456789abcde"),
+        ("not a fingerprint", "not a fingerprint"),
+    ],
+)
+def test_a_fingerprint_is_kept_as_its_8_bytes_and_read_back_as_it_was(
+    fingerprint: str | None, column: str | bytes | None
+) -> None:
+    assert L.fingerprint_column(fingerprint) == column
+    assert L.column_fingerprint(column) == fingerprint
