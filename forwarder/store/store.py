@@ -274,7 +274,7 @@ class Store:
 
     def _run_checkpoint(self, cut_wal: bool) -> bool:
         """A passive checkpoint, then, with `cut_wal`, cutting a WAL file past WAL_IDLE_BYTES once
-        all of it is copied. Returns whether such a file is left to cut."""
+        all of it is copied. Returns whether such a file is left to cut (still)."""
         if self._checkpointer is None:
             self._checkpointer = schema.connect(str(self.path))
             self._checkpointer.execute("PRAGMA cache_size = -256")  # it copies pages, keeps none
@@ -290,12 +290,14 @@ class Store:
         # burst made it until a write starts it over; past WAL_IDLE_BYTES, cut it now (TRUNCATE
         # waits for readers on older snapshots while holding writers back, so it gets only
         # WAL_TRUNCATE_WAIT_MS: on a busy store it gives up and the next write cuts it).
+        # A reader still on the WAL holds the cut up past that wait: then it is tried again at
+        # the next pause (the caller schedules it), or an idle store would keep the file.
         conn.execute(f"PRAGMA busy_timeout = {WAL_TRUNCATE_WAIT_MS}")
         try:
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            (held_up, _, _) = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         finally:
             conn.execute("PRAGMA busy_timeout = 30000")
-        return False
+        return bool(held_up)
 
     def _checkpoint_later(self) -> None:
         self._later = None

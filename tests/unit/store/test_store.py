@@ -427,6 +427,44 @@ async def test_the_last_writes_of_a_burst_are_checkpointed_and_a_large_write_ahe
         conn.close()
 
 
+async def test_a_cut_of_the_write_ahead_log_that_a_reader_held_up_is_tried_again_at_the_next_pause(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Cutting waits only WAL_TRUNCATE_WAIT_MS for readers still on the WAL (an API request, a
+    # probe). Had it then given up for good, an idle store would keep its WAL file until the next
+    # burst of writes; it tries again after the next WAL_CUT_QUIET_SECONDS without writes.
+    monkeypatch.setattr(store_module, "CHECKPOINT_SECONDS", 0.0)
+    monkeypatch.setattr(store_module, "WAL_IDLE_BYTES", 0)
+    loop = asyncio.get_running_loop()
+    now = [loop.time()]
+    monkeypatch.setattr(loop, "time", lambda: now[0])
+    wal = tmp_path / "f.db-wal"
+
+    async def settled() -> None:
+        for _ in range(100):
+            await asyncio.sleep(0)  # the loop runs what is now due
+            while store._checkpoint is not None or store._later is not None:
+                await store.checkpoint_finished()
+                await asyncio.sleep(0)
+
+    ident = await store.register_database(db_config())
+    await store.append(ident, [line(j) for j in range(50)], [], 0)
+    reader = sqlite3.connect(tmp_path / "f.db", isolation_level=None)
+    try:
+        reader.execute("BEGIN")
+        assert reader.execute("SELECT count(*) FROM lines").fetchone()[0] == 50  # reading the WAL's frames
+        await settled()
+        now[0] += store_module.WAL_CUT_QUIET_SECONDS
+        await settled()
+        assert wal.stat().st_size > 0  # held up by the reader
+        reader.execute("COMMIT")
+        now[0] += store_module.WAL_CUT_QUIET_SECONDS
+        await settled()
+        assert wal.stat().st_size == 0
+    finally:
+        reader.close()
+
+
 async def test_a_store_closed_while_another_process_has_it_open_is_whole_without_its_write_ahead_log(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
