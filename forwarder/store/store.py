@@ -77,6 +77,7 @@ WRITER_CHECKPOINT_PAGES = WAL_KEEP_BYTES // 4096
 # it (64 MiB was ~40% of the store of a 170 MB log), and the few pages an idle daemon's occasional
 # writes leave (a sweep of the insights) are not worth a sync each.
 WAL_CUT_QUIET_SECONDS = 2.0
+WAL_CUT_RECHECK_SECONDS = 0.25  # how soon a cut put off by a checkpoint in progress looks again
 WAL_IDLE_BYTES = 4 << 20
 WAL_TRUNCATE_WAIT_MS = 20  # how long cutting it may wait for readers, holding writers back
 WRITE_RETRY_SECONDS = 5.0  # background work waits this long after the store failed to write
@@ -320,13 +321,20 @@ class Store:
             self._cut = loop.call_later(WAL_CUT_QUIET_SECONDS, self._cut_when_quiet)
 
     def _cut_when_quiet(self) -> None:
-        """Cut the WAL file if no write came for WAL_CUT_QUIET_SECONDS; otherwise the checkpoint
-        after the writes (which found it still too large) schedules this again."""
+        """Cut the WAL file once no write came for WAL_CUT_QUIET_SECONDS: now, or when that many
+        seconds have passed since the last write (a checkpoint in progress ends first)."""
         self._cut = None
-        if not self._checkpointer_open or self._checkpoint is not None:
+        if not self._checkpointer_open:
             return
-        if asyncio.get_running_loop().time() - self._last_write >= WAL_CUT_QUIET_SECONDS:
+        loop = asyncio.get_running_loop()
+        quiet_for = loop.time() - self._last_write
+        if self._checkpoint is None and quiet_for >= WAL_CUT_QUIET_SECONDS:
             self._start_checkpoint(cut_wal=True)
+            return
+        # Not yet: waiting for the checkpoint after the last writes to ask again was not enough,
+        # since it does not while this is pending, and an idle store kept its WAL file.
+        wait = max(WAL_CUT_QUIET_SECONDS - quiet_for, WAL_CUT_RECHECK_SECONDS)
+        self._cut = loop.call_later(wait, self._cut_when_quiet)
 
     def _write_failed(self, reason: str, exc: Exception) -> None:
         self.write_problem = reason

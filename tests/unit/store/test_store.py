@@ -427,6 +427,39 @@ async def test_the_last_writes_of_a_burst_are_checkpointed_and_a_large_write_ahe
         conn.close()
 
 
+async def test_the_write_ahead_log_is_cut_in_the_pause_after_the_last_write_whenever_that_came(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The cut is scheduled WAL_CUT_QUIET_SECONDS after a checkpoint; a write before it is due puts
+    # it off until that many seconds after the write, even when no checkpoint comes after.
+    monkeypatch.setattr(store_module, "CHECKPOINT_SECONDS", 0.0)
+    monkeypatch.setattr(store_module, "WAL_IDLE_BYTES", 0)
+    loop = asyncio.get_running_loop()
+    now = [loop.time()]
+    monkeypatch.setattr(loop, "time", lambda: now[0])
+    wal = tmp_path / "f.db-wal"
+
+    async def settled() -> None:
+        for _ in range(100):
+            await asyncio.sleep(0)  # the loop runs what is now due
+            while store._checkpoint is not None or store._later is not None:
+                await store.checkpoint_finished()
+                await asyncio.sleep(0)
+
+    ident = await store.register_database(db_config())
+    await store.append(ident, [line(j) for j in range(50)], [], 0)
+    await settled()  # its checkpoint schedules the cut
+    now[0] += store_module.WAL_CUT_QUIET_SECONDS * 3 / 4
+    await store.append(ident, [line(j) for j in range(50, 100)], [], 0)  # the last write
+    await settled()
+    now[0] += store_module.WAL_CUT_QUIET_SECONDS / 2  # the cut is due, but writes paused only 1 s
+    await settled()
+    assert wal.stat().st_size > 0
+    now[0] += store_module.WAL_CUT_QUIET_SECONDS / 2  # 2 s since the last write
+    await settled()
+    assert wal.stat().st_size == 0
+
+
 async def test_a_cut_of_the_write_ahead_log_that_a_reader_held_up_is_tried_again_at_the_next_pause(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
