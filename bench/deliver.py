@@ -272,17 +272,20 @@ def store_bytes(store: Path) -> int:
     return sum(p.stat().st_size for p in (store, store.with_name(store.name + "-wal")) if p.exists())
 
 
-def store_settled(store: Path, timeout: float, quiet: float = 3.0) -> dict[str, Any]:
+def store_settled(store: Path, timeout: float, quiet: float = 5.0) -> dict[str, Any]:
     """The store's size once the daemon's background work on the backlog is done.
 
     Done means: the full-text watermark (kv FTS_WATERMARK_KEY) reached the newest line, when the
-    store has that key, and the size stood still for `quiet` seconds (a layout without the key, or
-    an index built some other way, is judged by the size alone). Returns the bytes, the seconds
-    waited and whether it settled within `timeout`.
+    store has that key, and neither the size nor the -wal's modification time changed for `quiet`
+    seconds (a layout without the key, or an index built some other way, is judged by those
+    alone). Writes go on in a -wal of constant size, hence its time; and `quiet` is longer than the
+    daemon's pause before it cuts the -wal (2 s, then its next checkpoint), so the size is the one
+    at rest. Returns the bytes, the seconds waited and whether it settled within `timeout`.
     """
     start = time.monotonic()
     db = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=10)
-    last, still_since, indexed = -1, time.monotonic(), False
+    last: tuple[int, int] = (-1, -1)
+    still_since, indexed = time.monotonic(), False
     try:
         while True:
             try:
@@ -291,12 +294,13 @@ def store_settled(store: Path, timeout: float, quiet: float = 3.0) -> dict[str, 
                 indexed = row is None or int(row[0]) >= head
             except sqlite3.OperationalError:  # busy, or a layout without these: judge by the size
                 indexed = True
-            size = store_bytes(store)
-            if size != last or not indexed:
-                last, still_since = size, time.monotonic()
+            wal = store.with_name(store.name + "-wal")
+            state = (store_bytes(store), wal.stat().st_mtime_ns if wal.exists() else 0)
+            size = state[0]
+            if state != last or not indexed:
+                last, still_since = state, time.monotonic()
             waited = time.monotonic() - start
             if time.monotonic() - still_since >= quiet or waited > timeout:
-                wal = store.with_name(store.name + "-wal")
                 return {
                     "store_bytes": size,
                     "store_wal_bytes": wal.stat().st_size if wal.exists() else 0,
