@@ -62,16 +62,25 @@ class Engine:
 
 
 @pytest.fixture
-async def engine(tmp_path: Path) -> AsyncIterator[Engine]:
+async def stored(tmp_path: Path) -> AsyncIterator[tuple[Store, FakeClock, Identity]]:
+    """A store with the database `main`, for the engine's own rules."""
     clock = FakeClock(start=T0)
     store = Store(StoreConfig(path=tmp_path / "s.db", retention_days=1), clock)
     await store.start()
-    identity = await store.register_database(
-        DatabaseConfig(id="main", name="main", host="h", log=LogSourceConfig(path=str(tmp_path / "*.log")))
-    )
+    try:
+        identity = await store.register_database(
+            DatabaseConfig(id="main", name="main", host="h", log=LogSourceConfig(path=str(tmp_path / "*.log")))
+        )
+        yield store, clock, identity
+    finally:
+        await store.aclose()
+
+
+@pytest.fixture
+def engine(stored: tuple[Store, FakeClock, Identity]) -> Engine:
+    store, clock, identity = stored
     insights = Insights(store, clock, rules={"bursts": Bursts()}, retention_days=1)
-    yield Engine(store, clock, insights, identity)
-    await store.aclose()
+    return Engine(store, clock, insights, identity)
 
 
 async def test_a_finding_opens_at_the_threshold_updates_resolves_and_reopens(engine: Engine) -> None:
@@ -216,35 +225,27 @@ async def kept_queries(store: Store) -> dict[str, int]:
     return await store.read(_q)
 
 
-async def test_past_max_queries_the_least_used_are_forgotten_with_their_numbers(tmp_path: Path) -> None:
+async def test_past_max_queries_the_least_used_are_forgotten_with_their_numbers(
+    stored: tuple[Store, FakeClock, Identity],
+) -> None:
     # As pg_stat_statements past pg_stat_statements.max: a log of one-off statements keeps the
     # queries used most (then the newest), 5% under the cap, not every statement ever seen.
-    clock = FakeClock(start=T0)
-    store = Store(StoreConfig(path=tmp_path / "s.db", retention_days=1), clock)
-    await store.start()
-    try:
-        identity = await store.register_database(
-            DatabaseConfig(id="main", name="main", host="h", log=LogSourceConfig(path=str(tmp_path / "*.log")))
-        )
-        insights = Insights(store, clock, max_queries=100)
-        frequent = "SELECT * FROM accounts WHERE id = 1"
-        await store.append(identity, parse(calls(T0, frequent, 25)), [], 0)
-        await insights.catch_up()
-        assert await kept_queries(store) == {"SELECT * FROM accounts WHERE id = $1": 25}
-        before = metrics.REGISTRY.get_sample_value(
-            "forwarder_insights_queries_forgotten_total", {"database_id": "main"}
-        )
-        one_offs = "".join(calls(T0 + 100 + i, f"SELECT * FROM t{i} WHERE a = 1") for i in range(150))
-        await store.append(identity, parse(one_offs + calls(T0 + 30, frequent, 25)), [], 0)  # seen before them all
-        await insights.catch_up()
-        kept = await kept_queries(store)
-        assert len(kept) == 95  # 151 seen, 100 allowed: down to 5% under the cap
-        assert kept.pop("SELECT * FROM accounts WHERE id = $1") == 50
-        assert sorted(kept) == sorted(f"SELECT * FROM t{i} WHERE a = $1" for i in range(56, 150))
-        after = metrics.REGISTRY.get_sample_value("forwarder_insights_queries_forgotten_total", {"database_id": "main"})
-        assert (after or 0) - (before or 0) == 56
-    finally:
-        await store.aclose()
+    store, clock, identity = stored
+    insights = Insights(store, clock, max_queries=100)
+    frequent = "SELECT * FROM accounts WHERE id = 1"
+    await store.append(identity, parse(calls(T0, frequent, 25)), [], 0)
+    await insights.catch_up()
+    assert await kept_queries(store) == {"SELECT * FROM accounts WHERE id = $1": 25}
+    before = metrics.REGISTRY.get_sample_value("forwarder_insights_queries_forgotten_total", {"database_id": "main"})
+    one_offs = "".join(calls(T0 + 100 + i, f"SELECT * FROM t{i} WHERE a = 1") for i in range(150))
+    await store.append(identity, parse(one_offs + calls(T0 + 30, frequent, 25)), [], 0)  # seen before them all
+    await insights.catch_up()
+    kept = await kept_queries(store)
+    assert len(kept) == 95  # 151 seen, 100 allowed: down to 5% under the cap
+    assert kept.pop("SELECT * FROM accounts WHERE id = $1") == 50
+    assert sorted(kept) == sorted(f"SELECT * FROM t{i} WHERE a = $1" for i in range(56, 150))
+    after = metrics.REGISTRY.get_sample_value("forwarder_insights_queries_forgotten_total", {"database_id": "main"})
+    assert (after or 0) - (before or 0) == 56
 
 
 def test_an_upgraded_store_counts_the_uses_of_the_queries_it_kept(tmp_path: Path) -> None:
@@ -264,27 +265,21 @@ def test_an_upgraded_store_counts_the_uses_of_the_queries_it_kept(tmp_path: Path
     conn.close()
 
 
-async def test_a_query_counts_its_calls_stored_before_and_after_fingerprints_took_8_bytes(tmp_path: Path) -> None:
+async def test_a_query_counts_its_calls_stored_before_and_after_fingerprints_took_8_bytes(
+    stored: tuple[Store, FakeClock, Identity],
+) -> None:
     # Stores written before keep a line's fingerprint as its 16 hex digits (text); new lines keep
     # its 8 bytes. The engine reads both as the same query.
-    clock = FakeClock(start=T0)
-    store = Store(StoreConfig(path=tmp_path / "s.db", retention_days=1), clock)
-    await store.start()
-    try:
-        identity = await store.register_database(
-            DatabaseConfig(id="main", name="main", host="h", log=LogSourceConfig(path=str(tmp_path / "*.log")))
-        )
-        lines = parse(calls(T0, "SELECT * FROM accounts WHERE id = 1", 3))
-        await store.append(identity, lines, [], 0)
+    store, clock, identity = stored
+    lines = parse(calls(T0, "SELECT * FROM accounts WHERE id = 1", 3))
+    await store.append(identity, lines, [], 0)
 
-        def as_before(c: sqlite3.Connection) -> list[object]:
-            c.execute("UPDATE lines SET fingerprint = hex(fingerprint) WHERE id % 2 = 1")
-            c.execute("UPDATE lines SET fingerprint = lower(fingerprint) WHERE typeof(fingerprint) = 'text'")
-            return [t for (t,) in c.execute("SELECT typeof(fingerprint) FROM lines ORDER BY id")]
+    def as_before(c: sqlite3.Connection) -> list[object]:
+        c.execute("UPDATE lines SET fingerprint = hex(fingerprint) WHERE id % 2 = 1")
+        c.execute("UPDATE lines SET fingerprint = lower(fingerprint) WHERE typeof(fingerprint) = 'text'")
+        return [t for (t,) in c.execute("SELECT typeof(fingerprint) FROM lines ORDER BY id")]
 
-        assert await store.write(as_before) == ["text", "blob", "text"]
-        await Insights(store, clock).catch_up()
-        kept = await store.read(lambda c: c.execute("SELECT fingerprint, text, uses FROM insight_queries").fetchall())
-        assert kept == [(lines[0].fingerprint, "SELECT * FROM accounts WHERE id = $1", 3)]
-    finally:
-        await store.aclose()
+    assert await store.write(as_before) == ["text", "blob", "text"]
+    await Insights(store, clock).catch_up()
+    kept = await store.read(lambda c: c.execute("SELECT fingerprint, text, uses FROM insight_queries").fetchall())
+    assert kept == [(lines[0].fingerprint, "SELECT * FROM accounts WHERE id = $1", 3)]

@@ -388,38 +388,52 @@ async def test_the_database_file_holds_appended_lines_without_waiting_for_the_wr
         conn.close()
 
 
+class CheckpointTime:
+    """Event-loop time, which schedules checkpoints and the WAL file's cut, as a stand-in; each
+    checkpoint right after its write (CHECKPOINT_SECONDS 0), and any WAL file large enough to cut."""
+
+    def __init__(self, store: Store, wal: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(store_module, "CHECKPOINT_SECONDS", 0.0)
+        monkeypatch.setattr(store_module, "WAL_IDLE_BYTES", 0)
+        loop = asyncio.get_running_loop()
+        self.now = loop.time()
+        monkeypatch.setattr(loop, "time", lambda: self.now)
+        self.store, self.wal = store, wal
+
+    async def settled(self) -> None:
+        """Run what is due now: the checkpoint thread's file I/O and what it schedules."""
+        for _ in range(100):
+            await asyncio.sleep(0)
+            while self.store._checkpoint is not None or self.store._later is not None:
+                await self.store.checkpoint_finished()
+                await asyncio.sleep(0)
+
+    async def advance(self, seconds: float) -> None:
+        self.now += seconds
+        await self.settled()
+
+
+@pytest.fixture
+async def checkpoint_time(store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CheckpointTime:
+    return CheckpointTime(store, tmp_path / "f.db-wal", monkeypatch)
+
+
 async def test_the_last_writes_of_a_burst_are_checkpointed_and_a_large_write_ahead_log_is_cut_in_a_pause(
-    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store: Store, tmp_path: Path, checkpoint_time: CheckpointTime
 ) -> None:
     # Writes during a checkpoint, or too soon after one, are copied by one scheduled for them: the
     # end of a backlog does not wait for a next write. A WAL file past WAL_IDLE_BYTES (0 here, so
     # any) is cut once writes have paused for WAL_CUT_QUIET_SECONDS, never between two writes:
-    # cutting holds the writer. Event-loop time, which schedules checkpoints, is a stand-in here.
-    monkeypatch.setattr(store_module, "CHECKPOINT_SECONDS", 0.0)
-    monkeypatch.setattr(store_module, "WAL_IDLE_BYTES", 0)
-    loop = asyncio.get_running_loop()
-    now = [loop.time()]
-    monkeypatch.setattr(loop, "time", lambda: now[0])
-    wal = tmp_path / "f.db-wal"
-
-    async def settled() -> None:  # the checkpoint thread's file I/O, and what it schedules now
-        while store._checkpoint is not None or store._later is not None:
-            await store.checkpoint_finished()
-            await asyncio.sleep(0)
-
+    # cutting holds the writer.
+    t, quiet = checkpoint_time, store_module.WAL_CUT_QUIET_SECONDS
     ident = await store.register_database(db_config())
     for i in range(10):  # writes a second apart: the store never pauses for 2 s
         await store.append(ident, [line(j) for j in range(i * 50, i * 50 + 50)], [], 0)
-        await settled()
-        assert wal.stat().st_size > 0
-        now[0] += store_module.WAL_CUT_QUIET_SECONDS / 2
-    now[0] += store_module.WAL_CUT_QUIET_SECONDS
-    for _ in range(100):
-        await asyncio.sleep(0)  # the loop runs the cut now due
-        await settled()
-        if wal.stat().st_size == 0:
-            break
-    assert wal.stat().st_size == 0
+        await t.settled()
+        assert t.wal.stat().st_size > 0
+        await t.advance(quiet / 2)
+    await t.advance(quiet)
+    assert t.wal.stat().st_size == 0
     conn = sqlite3.connect(tmp_path / "f.db")
     try:
         assert conn.execute("SELECT count(*) FROM lines").fetchone()[0] == 500
@@ -428,72 +442,42 @@ async def test_the_last_writes_of_a_burst_are_checkpointed_and_a_large_write_ahe
 
 
 async def test_the_write_ahead_log_is_cut_in_the_pause_after_the_last_write_whenever_that_came(
-    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store: Store, checkpoint_time: CheckpointTime
 ) -> None:
     # The cut is scheduled WAL_CUT_QUIET_SECONDS after a checkpoint; a write before it is due puts
     # it off until that many seconds after the write, even when no checkpoint comes after.
-    monkeypatch.setattr(store_module, "CHECKPOINT_SECONDS", 0.0)
-    monkeypatch.setattr(store_module, "WAL_IDLE_BYTES", 0)
-    loop = asyncio.get_running_loop()
-    now = [loop.time()]
-    monkeypatch.setattr(loop, "time", lambda: now[0])
-    wal = tmp_path / "f.db-wal"
-
-    async def settled() -> None:
-        for _ in range(100):
-            await asyncio.sleep(0)  # the loop runs what is now due
-            while store._checkpoint is not None or store._later is not None:
-                await store.checkpoint_finished()
-                await asyncio.sleep(0)
-
+    t, quiet = checkpoint_time, store_module.WAL_CUT_QUIET_SECONDS
     ident = await store.register_database(db_config())
     await store.append(ident, [line(j) for j in range(50)], [], 0)
-    await settled()  # its checkpoint schedules the cut
-    now[0] += store_module.WAL_CUT_QUIET_SECONDS * 3 / 4
+    await t.settled()  # its checkpoint schedules the cut
+    await t.advance(quiet * 3 / 4)
     await store.append(ident, [line(j) for j in range(50, 100)], [], 0)  # the last write
-    await settled()
-    now[0] += store_module.WAL_CUT_QUIET_SECONDS / 2  # the cut is due, but writes paused only 1 s
-    await settled()
-    assert wal.stat().st_size > 0
-    now[0] += store_module.WAL_CUT_QUIET_SECONDS / 2  # 2 s since the last write
-    await settled()
-    assert wal.stat().st_size == 0
+    await t.settled()
+    await t.advance(quiet / 2)  # the cut is due, but writes paused only 1 s
+    assert t.wal.stat().st_size > 0
+    await t.advance(quiet / 2)  # 2 s since the last write
+    assert t.wal.stat().st_size == 0
 
 
 async def test_a_cut_of_the_write_ahead_log_that_a_reader_held_up_is_tried_again_at_the_next_pause(
-    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store: Store, tmp_path: Path, checkpoint_time: CheckpointTime
 ) -> None:
     # Cutting waits only WAL_TRUNCATE_WAIT_MS for readers still on the WAL (an API request, a
     # probe). Had it then given up for good, an idle store would keep its WAL file until the next
     # burst of writes; it tries again after the next WAL_CUT_QUIET_SECONDS without writes.
-    monkeypatch.setattr(store_module, "CHECKPOINT_SECONDS", 0.0)
-    monkeypatch.setattr(store_module, "WAL_IDLE_BYTES", 0)
-    loop = asyncio.get_running_loop()
-    now = [loop.time()]
-    monkeypatch.setattr(loop, "time", lambda: now[0])
-    wal = tmp_path / "f.db-wal"
-
-    async def settled() -> None:
-        for _ in range(100):
-            await asyncio.sleep(0)  # the loop runs what is now due
-            while store._checkpoint is not None or store._later is not None:
-                await store.checkpoint_finished()
-                await asyncio.sleep(0)
-
+    t, quiet = checkpoint_time, store_module.WAL_CUT_QUIET_SECONDS
     ident = await store.register_database(db_config())
     await store.append(ident, [line(j) for j in range(50)], [], 0)
     reader = sqlite3.connect(tmp_path / "f.db", isolation_level=None)
     try:
         reader.execute("BEGIN")
         assert reader.execute("SELECT count(*) FROM lines").fetchone()[0] == 50  # reading the WAL's frames
-        await settled()
-        now[0] += store_module.WAL_CUT_QUIET_SECONDS
-        await settled()
-        assert wal.stat().st_size > 0  # held up by the reader
+        await t.settled()
+        await t.advance(quiet)
+        assert t.wal.stat().st_size > 0  # held up by the reader
         reader.execute("COMMIT")
-        now[0] += store_module.WAL_CUT_QUIET_SECONDS
-        await settled()
-        assert wal.stat().st_size == 0
+        await t.advance(quiet)
+        assert t.wal.stat().st_size == 0
     finally:
         reader.close()
 
