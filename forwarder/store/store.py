@@ -288,11 +288,10 @@ class Store:
         if not (oversized and cut_wal) or busy or frames <= 0 or copied < frames:
             return oversized
         # All of the WAL is in the database file. After a burst its file stays as large as the
-        # burst made it until a write starts it over; past WAL_IDLE_BYTES, cut it now (TRUNCATE
+        # burst made it until a write starts it over; past WAL_IDLE_BYTES, cut it now. TRUNCATE
         # waits for readers on older snapshots while holding writers back, so it gets only
-        # WAL_TRUNCATE_WAIT_MS: on a busy store it gives up and the next write cuts it).
-        # A reader still on the WAL holds the cut up past that wait: then it is tried again at
-        # the next pause (the caller schedules it), or an idle store would keep the file.
+        # WAL_TRUNCATE_WAIT_MS; a reader still on the WAL past that holds it up, and the file is
+        # left to cut: the caller tries again at the next pause.
         conn.execute(f"PRAGMA busy_timeout = {WAL_TRUNCATE_WAIT_MS}")
         try:
             (held_up, _, _) = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
@@ -331,8 +330,8 @@ class Store:
         if self._checkpoint is None and quiet_for >= WAL_CUT_QUIET_SECONDS:
             self._start_checkpoint(cut_wal=True)
             return
-        # Not yet: waiting for the checkpoint after the last writes to ask again was not enough,
-        # since it does not while this is pending, and an idle store kept its WAL file.
+        # Not yet: look again when the pause would be long enough. This must reschedule itself:
+        # the checkpoint after the last writes schedules no cut while this one is pending.
         wait = max(WAL_CUT_QUIET_SECONDS - quiet_for, WAL_CUT_RECHECK_SECONDS)
         self._cut = loop.call_later(wait, self._cut_when_quiet)
 
