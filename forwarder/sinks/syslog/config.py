@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-from cryptography import x509
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator, model_validator
 
 DEFAULT_PORT: Final = 6514  # RFC 5425 section 4.1: the port assigned to syslog over TLS
@@ -26,6 +25,9 @@ def _certificates(value: str | None) -> str | None:
     if "PRIVATE KEY" in value:
         # The config is shown by the API; a key pasted here would be shown with it.
         raise ValueError("holds a private key: give the private key in the destination's `secret`, not in `config`")
+    # Imported here: cryptography's x509 (~29 ms) is needed only by a config that has certificates.
+    from cryptography import x509
+
     try:
         x509.load_pem_x509_certificates(value.encode())
     except ValueError:
