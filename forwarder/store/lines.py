@@ -262,17 +262,25 @@ def time_ranges(
 # Past this many ranges a window is read as one range from its first id to its last: a statement
 # has at most 32,766 parameters, and the time test keeps the answer exact either way.
 MAX_WINDOW_RANGES: Final = 500
-# How a statement after `window_ranges`'s WITH clause reads the lines of the ranges: each range
-# through the (db) index, as (db = ? AND id BETWEEN lo AND hi).
-IN_RANGES: Final = "FROM ranges CROSS JOIN lines ON lines.id >= ranges.lo AND lines.id <= ranges.hi"
 
 
-def window_ranges(
-    conn: sqlite3.Connection, db_code: int, from_us: int | None, to_us: int | None
-) -> tuple[str, list[object]] | None:
-    """A `WITH ranges (lo, hi)` clause of the id ranges that may hold a database's lines with time
-    in [from_us, to_us), and its parameters; None when no line can. The statement after it reads
-    `IN_RANGES` and still tests `db` and each line's time: the ranges over-cover.
+@dataclass(frozen=True, slots=True)
+class _Window:
+    """A statement's `WITH` clause and its `FROM ... WHERE ...`, with their parameters, reading a
+    database's lines with time in a window: `SELECT` goes between them, GROUP BY after them."""
+
+    with_ranges: str
+    from_where: str
+    params: list[object]
+
+
+def _window(
+    conn: sqlite3.Connection, db_code: int, from_us: int, to_us: int | None, kinds: frozenset[Kind] | None = None
+) -> _Window | None:
+    """The lines of a database with time in [from_us, to_us) (None: no upper bound) and, unless
+    `kinds` is None, one of `kinds`; None when no line can be. The time spans' id ranges that may
+    hold them are joined to the lines, each read through the (db) index, or (db, kind) with kinds;
+    the ranges over-cover, so each line's time is tested too.
 
     This is how a time window is read (groups, counts by kind, alert windows): it costs what the
     (db, time) index it replaced cost, without a B-tree more to write for every line."""
@@ -281,8 +289,21 @@ def window_ranges(
         return None
     if len(ranges) > MAX_WINDOW_RANGES:
         ranges = [(ranges[0][0], ranges[-1][1])]
-    values = ",".join(["(?,?)"] * len(ranges))
-    return f"WITH ranges (lo, hi) AS (VALUES {values})", [bound for r in ranges for bound in r]
+    params: list[object] = [bound for r in ranges for bound in r]
+    where = "db = ? AND +time_us >= ?"
+    params += [db_code, from_us]
+    if to_us is not None:
+        where += " AND +time_us < ?"
+        params.append(to_us)
+    if kinds is not None:
+        codes = sorted(KIND_CODE[k] for k in kinds)
+        where += f" AND kind IN ({','.join('?' * len(codes))})"
+        params.extend(codes)
+    return _Window(
+        f"WITH ranges (lo, hi) AS (VALUES {','.join(['(?,?)'] * len(ranges))})",
+        f"FROM ranges CROSS JOIN lines ON lines.id >= ranges.lo AND lines.id <= ranges.hi WHERE {where}",
+        params,
+    )
 
 
 def forget_spans(conn: sqlite3.Connection) -> None:
@@ -583,17 +604,15 @@ def groups(conn: sqlite3.Connection, db_code: int, from_us: int, limit: int) -> 
     # `+group_key`: grouping through the (db, group_key) index read every line of the database
     # to test its time (~0.9 s at 2 million lines for the last day's 50,000); the window's id
     # ranges hold only its lines, grouped in a temporary b-tree.
-    if (window := window_ranges(conn, db_code, from_us, None)) is None:
+    if (w := _window(conn, db_code, from_us, None)) is None:
         return []
-    with_ranges, params = window
     rows = conn.execute(
         f"""
-        {with_ranges}
-        SELECT group_key, kind, count(*), min(time_us), max(time_us), max(id)
-        {IN_RANGES} WHERE db = ? AND +time_us >= ?
+        {w.with_ranges}
+        SELECT group_key, kind, count(*), min(time_us), max(time_us), max(id) {w.from_where}
         GROUP BY +group_key ORDER BY count(*) DESC, max(id) DESC LIMIT ?
         """,
-        [*params, db_code, from_us, limit],
+        [*w.params, limit],
     ).fetchall()
     out = []
     for key, kind, count, first_us, last_us, newest in rows:
@@ -607,49 +626,25 @@ def counts_by_kind(conn: sqlite3.Connection, db_code: int, from_us: int) -> dict
     counts: dict[str, int] = dict.fromkeys(KINDS, 0)
     # `+kind`: grouping through the (db, kind) index walked every line of the database (and read
     # each one's time), ~700 ms at 800,000 lines for the last day's 114,000; the ranges hold the window.
-    if (window := window_ranges(conn, db_code, from_us, None)) is None:
+    if (w := _window(conn, db_code, from_us, None)) is None:
         return counts
-    with_ranges, params = window
-    for kind, count in conn.execute(
-        f"{with_ranges} SELECT kind, count(*) {IN_RANGES} WHERE db = ? AND +time_us >= ? GROUP BY +kind",
-        [*params, db_code, from_us],
-    ):
+    for kind, count in conn.execute(f"{w.with_ranges} SELECT kind, count(*) {w.from_where} GROUP BY +kind", w.params):
         counts[KINDS[kind]] = count
     return counts
 
 
 def hourly_counts_by_kind(conn: sqlite3.Connection, db_code: int, from_us: int) -> list[tuple[int, Kind, int]]:
     """(hour start in µs, kind, lines) for each hour and kind with lines, time >= from; oldest first."""
-    if (window := window_ranges(conn, db_code, from_us, None)) is None:
+    if (w := _window(conn, db_code, from_us, None)) is None:
         return []
-    with_ranges, params = window
     rows = conn.execute(
         f"""
-        {with_ranges}
-        SELECT time_us / 3600000000 AS hour, kind, count(*)
-        {IN_RANGES} WHERE db = ? AND +time_us >= ? GROUP BY hour, kind ORDER BY hour
+        {w.with_ranges}
+        SELECT time_us / 3600000000 AS hour, kind, count(*) {w.from_where} GROUP BY hour, kind ORDER BY hour
         """,
-        [*params, db_code, from_us],
+        w.params,
     ).fetchall()
     return [(hour * 3_600_000_000, KINDS[kind], count) for hour, kind, count in rows]
-
-
-def _window(
-    conn: sqlite3.Connection, db_code: int, kinds: frozenset[Kind] | None, after_us: int, upto_us: int
-) -> tuple[str, str, list[object]] | None:
-    """(`WITH ranges ...`, `FROM ... WHERE ...`, their parameters) for the lines of a database with
-    time in (after_us, upto_us] and, unless `kinds` is None, one of `kinds`; None when no line can
-    be. Each of the window's id ranges is read through the (db) index, or (db, kind) with kinds."""
-    if (window := window_ranges(conn, db_code, after_us + 1, upto_us + 1)) is None:
-        return None
-    with_ranges, params = window
-    where = "db = ? AND +time_us > ? AND +time_us <= ?"
-    params += [db_code, after_us, upto_us]
-    if kinds is not None:
-        codes = sorted(KIND_CODE[k] for k in kinds)
-        where += f" AND kind IN ({','.join('?' * len(codes))})"
-        params.extend(codes)
-    return with_ranges, f"{IN_RANGES} WHERE {where}", params
 
 
 def count_window(
@@ -663,14 +658,14 @@ def count_window(
     """Lines of a database with time in (after_us, upto_us], of `kinds` (None: any) and, with `text`,
     whose message, detail or statement contains it (case-insensitive, accents ignored). Only the
     rows the window and kinds select are decoded for the text."""
-    if (window := _window(conn, db_code, kinds, after_us, upto_us)) is None:
+    # (after, upto] in whole microseconds is [after + 1, upto + 1).
+    if (w := _window(conn, db_code, after_us + 1, upto_us + 1, kinds)) is None:
         return 0
-    with_ranges, sql, params = window
     if text is None:
-        return int(conn.execute(f"{with_ranges} SELECT count(*) {sql}", params).fetchone()[0])
+        return int(conn.execute(f"{w.with_ranges} SELECT count(*) {w.from_where}", w.params).fetchone()[0])
     folded = _fold(text)
     count = 0
-    for (doc,) in conn.execute(f"{with_ranges} SELECT doc {sql}", params):
+    for (doc,) in conn.execute(f"{w.with_ranges} SELECT doc {w.from_where}", w.params):
         fields = _text_fields(doc)
         if any(folded in _fold(value) for f in WINDOW_TEXT_FIELDS if isinstance(value := fields.get(f), str)):
             count += 1
