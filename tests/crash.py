@@ -146,7 +146,7 @@ def _carries(recv: WebhookReceiver, since: int, first: int) -> bool:
 def _kill(d: DaemonProcess) -> None:
     """SIGKILL the daemon and wait until its processes (the parse worker too) are gone."""
     assert d.proc is not None
-    pids = [p.pid for p in live_descendants(d.proc.pid, helpers=True)]
+    pids = [p.pid for p in live_descendants(d.proc.pid)]
     d.stop(signal.SIGKILL)
     poll_until(lambda: not any(is_live(pid) for pid in pids), timeout=15, what="the killed daemon's processes to end")
 

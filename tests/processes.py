@@ -9,10 +9,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-# Helpers the standard library starts once per interpreter and ends when it exits: the
-# multiprocessing resource tracker (the parse workers' spawn context starts one) and forkserver.
-INTERPRETER_HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
-
 
 @dataclass(frozen=True, slots=True)
 class Proc:
@@ -50,9 +46,8 @@ def is_live(pid: int) -> bool:
     return st is not None and st[0] not in ("Z", "X")
 
 
-def live_descendants(pid: int | None = None, *, helpers: bool = False) -> list[Proc]:
-    """Processes below `pid` (this one by default) that have not exited, the interpreter's own helpers
-    aside unless `helpers`.
+def live_descendants(pid: int | None = None) -> list[Proc]:
+    """Processes below `pid` (this one by default) that have not exited.
 
     A zombie (exited, not yet reaped) is not live.
     """
@@ -68,9 +63,7 @@ def live_descendants(pid: int | None = None, *, helpers: bool = False) -> list[P
             todo.append(child)
             if state in ("Z", "X"):
                 continue
-            cmdline = _cmdline(child)
-            if helpers or not any(helper in cmdline for helper in INTERPRETER_HELPERS):
-                found.append(Proc(child, cmdline))
+            found.append(Proc(child, _cmdline(child)))
     return found
 
 

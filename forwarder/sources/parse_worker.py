@@ -1,22 +1,21 @@
 """The parse worker's side: what a worker process runs, and all that it imports.
 
-A worker (see forwarder/sources/parsing.py, which runs it) imports this module and what it
-pickles, and nothing more: the daemon's metrics (prometheus-client), asyncio, aiohttp and
-pydantic stay out of it. Keeping the worker small matters because its memory counts in the
-daemon's footprint: this module and pglog cost ~20 MB of resident memory, the daemon-side
-`parsing` module ~30 MB (python -X importtime, ru_maxrss).
+A worker is a child process of the daemon (forwarder/sources/parsing.py starts it) that runs
+`serve()`; it imports this module and what the calls it unpickles need, and nothing more: the
+daemon's metrics (prometheus-client), asyncio, aiohttp, pydantic and multiprocessing stay out of
+it. Keeping the worker small matters because its memory counts in the daemon's footprint: this
+module and pglog cost ~20 MB of resident memory, the daemon-side `parsing` module ~30 MB
+(python -X importtime, ru_maxrss).
 
 The worker keeps the readers' state (pending entries) in `_READERS`, by handle.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import os
+import pickle
 import signal
 import sys
-import threading
 from dataclasses import dataclass
 from typing import Final
 
@@ -75,45 +74,53 @@ def parsed(reader: EntryReader, identity: Identity, lines: list[LogLine]) -> Par
 
 _READERS: dict[int, tuple[EntryReader, Identity]] = {}
 
-
-PARENT_CHECK_SECONDS = 0.5
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+FRAME_HEADER_BYTES: Final = 8  # a frame's length, little-endian
 
 
-def w_init(daemon_pid: int) -> None:
-    """The daemon decides when the worker stops: Ctrl-C in a terminal (SIGINT to the whole process
+def serve() -> None:
+    """The worker process's loop (started by `parsing.ParseWorker`): calls come in on standard
+    input and their results go out on standard output, one frame each, in the order the calls
+    came, until standard input ends.
+
+    A frame is an 8-byte little-endian length and that many bytes of pickle: a call is
+    `(function, args)`, its result `("ok", value)` or `("error", exception)`.
+
+    The daemon decides when the worker stops: Ctrl-C in a terminal (SIGINT to the whole process
     group) or systemd's SIGTERM to every process of the unit must not kill it while the daemon
-    still drains pending entries through it. It exits when the daemon closes the pool, or dies."""
+    still drains pending entries through it. Standard input ends when the daemon closes it, and
+    also when the daemon is gone however it went (kill -9, the OOM killer): the kernel closes a
+    dead process's descriptors, and the daemon's are never inherited (close-on-exec). So nothing
+    outlives the daemon and no thread watches for it.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    _exit_with(daemon_pid)
+    calls = sys.stdin.buffer
+    results = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # a stray print() goes to standard error, never into a frame
+    while True:
+        header = calls.read(FRAME_HEADER_BYTES)
+        if len(header) < FRAME_HEADER_BYTES:
+            return  # the daemon closed the pipe, or is gone
+        # The daemon's pipe, nothing else's: the worker trusts it as its own code.
+        fn, args = pickle.loads(calls.read(int.from_bytes(header, "little")))  # noqa: S301
+        try:
+            result: tuple[str, object] = ("ok", fn(*args))
+        except Exception as exc:  # the daemon raises it at the caller, as a local call would
+            result = ("error", exc)
+        payload = _pickled(result)
+        try:
+            results.write(len(payload).to_bytes(FRAME_HEADER_BYTES, "little"))
+            results.write(payload)
+            results.flush()
+        except BrokenPipeError:
+            return  # the daemon is gone
 
 
-def _exit_with(daemon_pid: int) -> None:
-    """End this process as soon as the daemon is gone, however it went (kill -9, OOM killer).
-
-    Nothing else would end it: it ignores SIGTERM, and it holds both ends of the pool's queue
-    pipes, so it never sees EOF. While it lives, multiprocessing's resource tracker (which exits
-    on EOF of a pipe the worker also holds) lives too. Two guards:
-    - Linux's PR_SET_PDEATHSIG (prctl(2)) sends SIGKILL when the parent exits. It fires when the
-      *thread* that forked us exits, which is the daemon's event loop thread here; and a parent
-      that died before the call is not covered, hence the getppid() check right after it.
-    - A thread that checks every PARENT_CHECK_SECONDS that we were not re-parented (to PID 1 or a
-      subreaper), for other systems and for the cases prctl does not cover.
-    """
-    if sys.platform == "linux":
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-    if os.getppid() != daemon_pid:
-        os._exit(0)
-    threading.Thread(target=_watch_daemon, args=(daemon_pid,), name="watch-daemon", daemon=True).start()
-
-
-def _watch_daemon(daemon_pid: int) -> None:
-    event = threading.Event()
-    while not event.wait(PARENT_CHECK_SECONDS):
-        if os.getppid() != daemon_pid:
-            os._exit(0)  # no cleanup to do: the readers' state is rebuilt from the store's offsets
+def _pickled(result: tuple[str, object]) -> bytes:
+    try:
+        return pickle.dumps(result, pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:  # an exception that does not pickle: its text, at least
+        return pickle.dumps(("error", RuntimeError(f"{result[1]!r} (not picklable: {exc})")), pickle.HIGHEST_PROTOCOL)
 
 
 def ready_lines(reader: EntryReader, now: float, at_end: bool) -> list[LogLine]:

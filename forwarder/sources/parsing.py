@@ -15,18 +15,19 @@ the offsets in the store (`DatabaseFollower._start_over`) with new readers in a 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import itertools
-import multiprocessing
-import os
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Protocol
+import pickle
+import subprocess
+import sys
+from typing import Any, Final, Protocol
 
 from forwarder import metrics
 from forwarder.model import LogLine
 from forwarder.pglog import TimeCounts, make_reader
 from forwarder.sources.parse_worker import (
+    FRAME_HEADER_BYTES,
     NOTHING_PARSED,
     Parsed,
     ReaderSpec,
@@ -35,12 +36,11 @@ from forwarder.sources.parse_worker import (
     w_call,
     w_close,
     w_count,
-    w_init,
     w_open,
 )
 from forwarder.store.lines import Row
 
-__all__ = ["AsyncReader", "LocalReader", "ParseWorker", "ReaderSpec", "WorkerReader"]
+__all__ = ["AsyncReader", "LocalReader", "ParseWorker", "ParseWorkerGone", "ReaderSpec", "WorkerReader"]
 
 
 def _count(database_id: str, unparsed: int, truncated: int) -> None:
@@ -150,32 +150,100 @@ class LocalReader(_Counts):
 # --- in the daemon --------------------------------------------------------------------------
 
 
+class ParseWorkerGone(RuntimeError):
+    """The worker process exited (killed, crashed) with calls unanswered: its readers are gone."""
+
+
+# The worker: this interpreter on the daemon's module path (whatever the current directory), with
+# nothing else to import first. Not multiprocessing: its spawn starts a resource tracker process
+# too (~13 MB for the daemon's lifetime) and two threads that feed and read its queues.
+_WORKER_CODE: Final = (
+    "import sys; sys.path[:] = sys.argv[1:]; from forwarder.sources.parse_worker import serve; serve()"
+)
+CLOSE_SECONDS: Final = 10.0  # aclose(): how long the worker may take to answer what was sent
+
+
+class _Process:
+    """One live worker process: calls are written to its standard input as they come, and a task
+    reads its results, which come in the same order, and hands each to the call waiting first."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stdin is not None and proc.stdout is not None
+        self.proc = proc
+        self.calls = proc.stdin
+        self.waiting: collections.deque[asyncio.Future[Any]] = collections.deque()
+        self.results = asyncio.create_task(self._read_results(proc.stdout), name=f"parse-worker:{proc.pid}")
+
+    @classmethod
+    async def start(cls) -> _Process:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", _WORKER_CODE, *sys.path, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+        return cls(proc)
+
+    def send(self, fn: Any, args: tuple[Any, ...]) -> asyncio.Future[Any]:
+        """Write the call (whole, before any other: no await in between) and queue its future."""
+        payload = pickle.dumps((fn, args), pickle.HIGHEST_PROTOCOL)
+        self.calls.writelines((len(payload).to_bytes(FRAME_HEADER_BYTES, "little"), payload))
+        result: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.waiting.append(result)
+        return result
+
+    async def _read_results(self, results: asyncio.StreamReader) -> None:
+        try:
+            while True:
+                header = await results.readexactly(FRAME_HEADER_BYTES)
+                body = await results.readexactly(int.from_bytes(header, "little"))
+                waiting = self.waiting.popleft()
+                if waiting.cancelled():
+                    continue
+                try:
+                    # Our own child's pipe: nothing else can write into it (its ends are close-on-exec).
+                    status, value = pickle.loads(body)  # noqa: S301
+                except Exception as exc:  # a result this side cannot load fails that call only
+                    waiting.set_exception(RuntimeError(f"the parse worker's result did not load: {exc!r}"))
+                    continue
+                if status == "ok":
+                    waiting.set_result(value)
+                else:
+                    waiting.set_exception(value)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass  # the worker exited
+        finally:
+            self.calls.close()
+            code = await self.proc.wait()
+            gone = ParseWorkerGone(f"the parse worker exited (status {code})")
+            while self.waiting:
+                waiting = self.waiting.popleft()
+                if not waiting.done():
+                    waiting.set_exception(gone)
+
+
 class ParseWorker:
     """One worker process and the readers that live in it; `aclose()` stops it."""
 
     def __init__(self) -> None:
-        self._pool: ProcessPoolExecutor | None = None
+        self._process: _Process | None = None
+        self._starting = asyncio.Lock()
         self._handles = itertools.count(1)
 
-    def _executor(self) -> ProcessPoolExecutor:
-        if self._pool is None:
-            # spawn: a fresh interpreter, no copy of the daemon's event loop or open connections.
-            self._pool = ProcessPoolExecutor(
-                max_workers=1,
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=w_init,
-                initargs=(os.getpid(),),
-            )
-        return self._pool
+    async def _running(self) -> _Process:
+        async with self._starting:
+            if self._process is None or self._process.results.done():
+                # None yet, or it died: its readers are gone, and the follower starts over from the
+                # stored offsets (DatabaseFollower._start_over) with readers in this new one.
+                self._process = await _Process.start()
+            return self._process
 
     async def call(self, fn: Any, *args: Any) -> Any:
-        try:
-            return await asyncio.get_running_loop().run_in_executor(self._executor(), fn, *args)
-        except BrokenProcessPool:
-            # The worker died: its readers are gone. The next call starts a new one; the follower
-            # starts over from the stored offsets.
-            self._pool = None
-            raise
+        """`fn(*args)` in the worker; ParseWorkerGone if it died before answering."""
+        process = self._process if self._process is not None and not self._process.results.done() else None
+        if process is None:
+            process = await self._running()
+        result = process.send(fn, args)
+        with contextlib.suppress(ConnectionError):  # a dead worker: the result says so
+            await process.calls.drain()
+        return await result
 
     async def open(self, spec: ReaderSpec, full_text: bool) -> WorkerReader:
         handle = next(self._handles)
@@ -187,10 +255,22 @@ class ParseWorker:
         count: int = await self.call(w_count)
         return count
 
+    @property
+    def pid(self) -> int | None:
+        """The worker process's id while it runs."""
+        return self._process.proc.pid if self._process is not None else None
+
     async def aclose(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        """Let the worker answer what was sent, then end it (its standard input ends)."""
+        process, self._process = self._process, None
+        if process is None:
+            return
+        process.calls.close()
+        try:
+            await asyncio.wait_for(asyncio.shield(process.results), CLOSE_SECONDS)
+        except TimeoutError:
+            process.proc.kill()
+            await process.results
 
 
 class WorkerReader(_Counts):
@@ -216,5 +296,5 @@ class WorkerReader(_Counts):
         return await self._call("flush")
 
     async def aclose(self) -> None:
-        with contextlib.suppress(BrokenProcessPool):
+        with contextlib.suppress(ParseWorkerGone):
             await self._worker.call(w_close, self._handle)

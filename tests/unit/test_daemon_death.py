@@ -1,7 +1,7 @@
 """No process of the daemon outlives it, however it dies.
 
-`forwarder run` starts a parse worker (and, through multiprocessing, a resource tracker). Both
-ignore SIGTERM, so after `kill -9` of the daemon nothing but the worker itself can end them.
+`forwarder run` starts a parse worker. It ignores SIGTERM, so after `kill -9` of the daemon
+nothing but the worker itself can end it: it exits when its standard input, the daemon's pipe, ends.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def test_no_process_of_the_daemon_survives_its_sigkill(tmp_path: Path) -> None:
         d.start()
         assert d.wait_for_line("main", "authorized"), "the daemon did not read the log"
         assert d.proc is not None
-        family = {p.pid for p in live_descendants(d.proc.pid, helpers=True)}  # resource tracker included
+        family = {p.pid for p in live_descendants(d.proc.pid)}
         assert family, "expected a parse worker beside the daemon"
         d.proc.send_signal(signal.SIGKILL)
         d.proc.wait(10)

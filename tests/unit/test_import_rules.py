@@ -117,19 +117,3 @@ def test_the_daemon_process_does_not_load_the_parser() -> None:
     loaded = set(ast.literal_eval(out.stdout.strip()))
     assert loaded.isdisjoint({"forwarder.pglog.entry", "forwarder.pglog.redact", "forwarder.pglog.normalize"}), loaded
     assert "forwarder.pglog.prefix" in loaded  # the config's prefix check ran
-
-
-def test_a_parse_worker_of_the_installed_command_loads_nothing_of_the_cli() -> None:
-    # multiprocessing's spawn runs the parent's main script again in each worker before anything
-    # else (spawn._fixup_main_from_path: runpy.run_path(script, run_name="__mp_main__")). A daemon
-    # started as `forwarder run` (systemd, the container) has pip's script for the command as its
-    # main: the module it names must cost the worker nothing (forwarder/entry.py).
-    script = Path(sys.executable).parent / "forwarder"
-    code = (
-        "import runpy, sys\n"
-        f"runpy.run_path({str(script)!r}, run_name='__mp_main__')\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('forwarder', 'pydantic', 'aiohttp', 'asyncio')))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT, check=True)
-    assert "from forwarder." in script.read_text()  # the installed command's script
-    assert set(ast.literal_eval(out.stdout.strip())) == {"forwarder", "forwarder.entry"}

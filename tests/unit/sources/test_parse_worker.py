@@ -2,44 +2,81 @@
 
 from __future__ import annotations
 
-import pickle
-import subprocess
-import sys
+import os
+import signal
 
-from forwarder.sources.parse_worker import w_call, w_close, w_count, w_init, w_open
-from forwarder.sources.parsing import ParseWorker, ReaderSpec, WorkerReader
+import pytest
+
+from forwarder.sources.parsing import ParseWorker, ParseWorkerGone, ReaderSpec, WorkerReader
 from forwarder.store.lines import Identity
 
 # What the daemon needs and a worker must not pay for (each costs resident memory in every worker).
 DAEMON_ONLY = ("prometheus_client", "asyncio", "aiohttp", "pydantic", "forwarder.metrics", "forwarder.store.store")
 
-
-def test_what_the_daemon_sends_a_worker_loads_none_of_the_daemons_libraries() -> None:
-    """A spawned worker imports only what unpickling its calls needs; unpickle them in a fresh
-    interpreter, as the worker does, and look at what got imported."""
-    spec = ReaderSpec("stderr", "%m [%p] ", "UTC", Identity(code=1, database_id="main", database_name="main", host="h"))
-    sent = pickle.dumps([spec, w_init, w_open, w_call, w_close, w_count])
-    probe = (
-        "import pickle, sys; pickle.loads(sys.stdin.buffer.read()); "
-        f"print(','.join(m for m in {DAEMON_ONLY!r} if m in sys.modules))"
-    )
-    out = subprocess.run([sys.executable, "-c", probe], input=sent, capture_output=True, check=True, timeout=60)
-    assert out.stdout.decode().strip() == ""
+SPEC = ReaderSpec("stderr", "%m [%p] ", "UTC", Identity(code=1, database_id="main", database_name="main", host="h"))
+ENTRY = b'2026-11-22 10:00:00.000 UTC [100] ERROR:  relation "t1" does not exist\n'
 
 
 async def test_a_worker_parses_entries_into_rows() -> None:
     worker = ParseWorker()
     try:
-        spec = ReaderSpec(
-            "stderr", "%m [%p] ", "UTC", Identity(code=1, database_id="main", database_name="main", host="h")
-        )
-        reader = await worker.open(spec, full_text=False)
+        reader = await worker.open(SPEC, full_text=False)
         assert isinstance(reader, WorkerReader)
-        data = b'2026-11-22 10:00:00.000 UTC [100] ERROR:  relation "t1" does not exist\n'
-        rows = await reader.feed(data, 0.0) + await reader.flush()
+        rows = await reader.feed(ENTRY, 0.0) + await reader.flush()
         assert len(rows) == 1
-        assert reader.committed_offset == len(data)
+        assert reader.committed_offset == len(ENTRY)
         await reader.aclose()
         assert await worker.reader_count() == 0
     finally:
         await worker.aclose()
+
+
+async def test_the_worker_process_holds_nothing_of_the_daemon() -> None:
+    """What the worker process has loaded once it parsed: the calls it unpickled and what they
+    import (its resident memory counts in the daemon's footprint)."""
+    worker = ParseWorker()
+    try:
+        reader = await worker.open(SPEC, full_text=False)
+        assert len(await reader.feed(ENTRY, 0.0) + await reader.flush()) == 1
+        loaded: list[str] = await worker.call(eval, "sorted(__import__('sys').modules)")
+        assert "forwarder.pglog" in loaded
+        assert [m for m in (*DAEMON_ONLY, "multiprocessing", "concurrent.futures") if m in loaded] == []
+    finally:
+        await worker.aclose()
+
+
+async def test_a_call_that_fails_in_the_worker_raises_at_the_caller_and_the_worker_goes_on() -> None:
+    worker = ParseWorker()
+    try:
+        with pytest.raises(ValueError, match="invalid literal"):
+            await worker.call(int, "not a number")
+        await worker.call(print, "a stray print goes to standard error, not into the results")
+        assert await worker.call(len, "four") == 4
+    finally:
+        await worker.aclose()
+
+
+async def test_a_worker_that_dies_fails_its_callers_and_the_next_call_starts_another() -> None:
+    worker = ParseWorker()
+    try:
+        await worker.open(SPEC, full_text=False)
+        first = worker.pid
+        assert first is not None and await worker.reader_count() == 1
+        os.kill(first, signal.SIGKILL)
+        with pytest.raises(ParseWorkerGone, match="exited"):
+            await worker.reader_count()
+        assert await worker.reader_count() == 0  # a new process: the readers died with the old one
+        assert worker.pid not in (None, first)
+    finally:
+        await worker.aclose()
+
+
+async def test_closing_ends_the_worker_process() -> None:
+    worker = ParseWorker()
+    await worker.open(SPEC, full_text=False)
+    pid = worker.pid
+    assert pid is not None
+    await worker.aclose()
+    assert worker.pid is None
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # exited and reaped
