@@ -21,6 +21,7 @@ import itertools
 import pickle
 import subprocess
 import sys
+from collections.abc import Coroutine
 from typing import Any, Final, Protocol
 
 from forwarder import metrics
@@ -74,6 +75,16 @@ class AsyncReader(Protocol):
     @property
     def time_counts(self) -> TimeCounts: ...
     async def feed(self, data: bytes, now: float) -> list[Row]: ...
+    def start_feed(self, data: bytes, now: float) -> Coroutine[Any, Any, list[Row]]:
+        """`feed`, started now and awaited later: a feed started after it may be started before
+        it is awaited, so a worker parses the next piece while this one's rows are handled.
+
+        Feeds are parsed in the order they are started and must be awaited in that order; the
+        counts (`committed_offset`...) move as each is awaited, so they always describe the rows
+        taken so far. One not awaited must be closed (`close()`).
+        """
+        ...
+
     async def flush_ready(self, now: float, at_end: bool) -> list[Row]:
         """The pending entry if it is complete: written whole with the data read ending at the end
         of the file (`at_end`; EntryReader.flush_written), or quiet long enough (flush_idle)."""
@@ -134,6 +145,9 @@ class LocalReader(_Counts):
     async def feed(self, data: bytes, now: float) -> list[Row]:
         self._reader.full_text = self.full_text
         return self._done(self._reader.feed(data, now))
+
+    def start_feed(self, data: bytes, now: float) -> Coroutine[Any, Any, list[Row]]:
+        return self.feed(data, now)  # parsed when awaited: in this process nothing runs beside it
 
     async def flush_ready(self, now: float, at_end: bool) -> list[Row]:
         self._reader.full_text = self.full_text
@@ -219,6 +233,11 @@ class _Process:
                     waiting.set_exception(gone)
 
 
+def _retrieve(result: asyncio.Future[Any]) -> None:
+    if not result.cancelled():
+        result.exception()
+
+
 class ParseWorker:
     """One worker process and the readers that live in it; `aclose()` stops it."""
 
@@ -244,6 +263,22 @@ class ParseWorker:
         with contextlib.suppress(ConnectionError):  # a dead worker: the result says so
             await process.calls.drain()
         return await result
+
+    def submit(self, fn: Any, *args: Any) -> asyncio.Future[Any]:
+        """`fn(*args)` sent to the running worker now, after every call sent before; its result.
+
+        Only for a worker that runs (a reader was opened in it): a worker that died took its
+        readers with it, so the result is ParseWorkerGone rather than a new process.
+        """
+        process = self._process
+        if process is None or process.results.done():
+            result: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            result.set_exception(ParseWorkerGone("the parse worker is not running"))
+        else:
+            result = process.send(fn, args)
+        # A result nobody takes (a feed started ahead, then closed) must not be logged as lost.
+        result.add_done_callback(_retrieve)
+        return result
 
     async def open(self, spec: ReaderSpec, full_text: bool) -> WorkerReader:
         handle = next(self._handles)
@@ -288,6 +323,12 @@ class WorkerReader(_Counts):
 
     async def feed(self, data: bytes, now: float) -> list[Row]:
         return await self._call("feed", data, now)
+
+    def start_feed(self, data: bytes, now: float) -> Coroutine[Any, Any, list[Row]]:
+        return self._take(self._worker.submit(w_call, self._handle, "feed", self.full_text, data, now))
+
+    async def _take(self, step: asyncio.Future[Parsed]) -> list[Row]:
+        return self._took(await step)
 
     async def flush_ready(self, now: float, at_end: bool) -> list[Row]:
         return await self._call("ready" if at_end else "idle", b"", now)

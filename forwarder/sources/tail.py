@@ -29,10 +29,10 @@ import logging
 import mmap
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from forwarder.clock import Clock
 from forwarder.config import DatabaseConfig
@@ -143,6 +143,33 @@ def _open_regular(path: str, key: tuple[int, int]) -> BinaryIO:
         os.close(fd)
         raise FileNotFoundError(path)
     return os.fdopen(fd, "rb")
+
+
+class _Batch:
+    """The rows of one file being gathered for the store, and the write of the batch before them."""
+
+    def __init__(self, follower: DatabaseFollower, f: _File) -> None:
+        self._follower = follower
+        self._file = f
+        self.lines: list[Row] = []
+        self._bytes = 0
+        self._writing: asyncio.Future[None] | None = None
+
+    async def take(self, rows: list[Row]) -> None:
+        """Add a feed's rows; once the batch is full, write it (after the one before) and start another."""
+        self.lines.extend(rows)
+        self._bytes += sum(len(row[ROW_DOC]) for row in rows)
+        if len(self.lines) >= APPEND_LINES or self._bytes >= APPEND_BYTES:
+            batch = self._follower._prepare(self.lines, [self._file])  # offsets as of these rows
+            await self.written()
+            self._writing = asyncio.ensure_future(self._follower._write(*batch))
+            self.lines, self._bytes = [], 0
+
+    async def written(self) -> None:
+        """Wait for the batch being written, if any (its failure is raised here)."""
+        if self._writing is not None:
+            writing, self._writing = self._writing, None
+            await writing
 
 
 class DatabaseFollower(Follower):
@@ -494,12 +521,20 @@ class DatabaseFollower(Follower):
         each feed gets at most as many physical lines as the batch has room for entries (a line
         completes at most one entry), and at most FEED_LINES lines and FEED_BYTES bytes.
 
-        While one batch is written (SQLite works in the store's thread, without the GIL) the next
-        chunk is parsed; batches are still stored one after the other, in order.
+        Three things overlap, each in order:
+
+            store:   write batch k (SQLite in the store's thread, without the GIL)
+            here:    take feed n's rows into batch k+1
+            worker:  parse feed n+1 (started before feed n's rows were taken)
+
+        A parse worker is thus never idle while its last rows cross the pipe and are handled here.
+        The offsets stored with a batch are the reader's as of the feeds taken into it, never of
+        the one still being parsed (AsyncReader.start_feed).
         """
-        lines: list[Row] = []
-        nbytes = 0
-        writing: asyncio.Future[None] | None = None
+        batch = _Batch(self, f)
+        ahead: Coroutine[Any, Any, list[Row]] | None = None  # the feed being parsed
+        ahead_lines = 0  # its physical lines
+        taken: Coroutine[Any, Any, list[Row]] | None
         try:
             while f.read_pos < size and not (self._stopping and stoppable):
                 chunk = os.pread(fd, min(CHUNK_BYTES, size - f.read_pos), f.read_pos)
@@ -508,27 +543,30 @@ class DatabaseFollower(Follower):
                 self._count_read(len(chunk))
                 start = 0
                 while start < len(chunk):
-                    room = min(APPEND_LINES - len(lines), FEED_LINES)
+                    room = min(APPEND_LINES - len(batch.lines) - ahead_lines, FEED_LINES)
+                    if room <= 0 and ahead is not None:  # full once the feed being parsed is taken
+                        taken, ahead, ahead_lines = ahead, None, 0
+                        await batch.take(await taken)
+                        continue
                     piece = chunk[start : start + FEED_BYTES]
                     if piece.count(b"\n") > room:
                         # cut right after the room-th newline: the last part of the split is the rest
                         piece = piece[: len(piece) - len(piece.split(b"\n", room)[-1])]
                     start += len(piece)
                     f.read_pos += len(piece)
-                    f.seen_lines += piece.count(b"\n")
-                    rows = await f.reader.feed(piece, now)
-                    lines.extend(rows)
-                    nbytes += sum(len(row[ROW_DOC]) for row in rows)
-                    if len(lines) >= APPEND_LINES or nbytes >= APPEND_BYTES:
-                        batch = self._prepare(lines, [f])  # offsets as of these lines, before parsing on
-                        if writing is not None:
-                            await writing
-                        writing = asyncio.ensure_future(self._write(*batch))
-                        lines, nbytes = [], 0
+                    newlines = piece.count(b"\n")
+                    f.seen_lines += newlines
+                    taken, ahead, ahead_lines = ahead, f.reader.start_feed(piece, now), newlines
+                    if taken is not None:
+                        await batch.take(await taken)
+            if ahead is not None:
+                taken, ahead = ahead, None
+                await batch.take(await taken)
         finally:
-            if writing is not None:
-                await writing
-        await self._commit(lines, [f])
+            if ahead is not None:
+                ahead.close()  # a failure or a cancellation: the worker's result goes untaken
+            await batch.written()
+        await self._commit(batch.lines, [f])
 
     async def _finish(self, f: _File) -> None:
         """A file that left the glob: read what is left through the held descriptor, then flush."""

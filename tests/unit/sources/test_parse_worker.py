@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import os
 import signal
 
@@ -80,3 +82,41 @@ async def test_closing_ends_the_worker_process() -> None:
     assert worker.pid is None
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # exited and reaped
+
+
+async def test_a_feed_started_ahead_moves_the_counts_only_once_it_is_taken() -> None:
+    """The follower stores a batch with the reader's offset: it must be that of the rows taken,
+    not of a feed the worker already parsed beside them."""
+    entries = [ENTRY.replace(b"t1", f"t{n}".encode()) for n in range(3)]
+    worker = ParseWorker()
+    try:
+        reader = await worker.open(SPEC, full_text=False)
+        started = [reader.start_feed(entry, 0.0) for entry in entries]
+        await worker.call(len, "")  # sent after the feeds: once it answers, all three are parsed
+        taken = []
+        for feed in started:
+            rows = await feed
+            taken.append((len(rows), reader.committed_offset))
+        # An entry is complete when the next one begins: the third is still pending.
+        assert taken == [(0, 0), (1, len(entries[0])), (1, len(entries[0]) + len(entries[1]))]
+    finally:
+        await worker.aclose()
+
+
+async def test_a_feed_started_ahead_and_closed_leaves_no_trace(caplog: pytest.LogCaptureFixture) -> None:
+    worker = ParseWorker()
+    try:
+        reader = await worker.open(SPEC, full_text=False)
+        reader.start_feed(ENTRY, 0.0).close()
+        pid = worker.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        ahead = reader.start_feed(ENTRY, 0.0)  # the worker died: the result says so, once taken
+        with pytest.raises(ParseWorkerGone):
+            await ahead
+        reader.start_feed(ENTRY, 0.0).close()  # a result never taken is not logged as lost
+        await asyncio.sleep(0)
+        gc.collect()
+        assert "never retrieved" not in caplog.text
+    finally:
+        await worker.aclose()
