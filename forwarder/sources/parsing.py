@@ -246,19 +246,23 @@ class ParseWorker:
         self._starting = asyncio.Lock()
         self._handles = itertools.count(1)
 
+    def _live(self) -> _Process | None:
+        """The worker process, if one runs."""
+        process = self._process
+        return process if process is not None and not process.results.done() else None
+
     async def _running(self) -> _Process:
         async with self._starting:
-            if self._process is None or self._process.results.done():
+            process = self._live()
+            if process is None:
                 # None yet, or it died: its readers are gone, and the follower starts over from the
                 # stored offsets (DatabaseFollower._start_over) with readers in this new one.
-                self._process = await _Process.start()
-            return self._process
+                process = self._process = await _Process.start()
+            return process
 
     async def call(self, fn: Any, *args: Any) -> Any:
-        """`fn(*args)` in the worker; ParseWorkerGone if it died before answering."""
-        process = self._process if self._process is not None and not self._process.results.done() else None
-        if process is None:
-            process = await self._running()
+        """`fn(*args)` in the worker, started if none runs; ParseWorkerGone if it died before answering."""
+        process = self._live() or await self._running()
         result = process.send(fn, args)
         with contextlib.suppress(ConnectionError):  # a dead worker: the result says so
             await process.calls.drain()
@@ -270,8 +274,8 @@ class ParseWorker:
         Only for a worker that runs (a reader was opened in it): a worker that died took its
         readers with it, so the result is ParseWorkerGone rather than a new process.
         """
-        process = self._process
-        if process is None or process.results.done():
+        process = self._live()
+        if process is None:
             result: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             result.set_exception(ParseWorkerGone("the parse worker is not running"))
         else:
@@ -317,25 +321,25 @@ class WorkerReader(_Counts):
         self._handle = handle
         self.full_text = full_text
 
-    async def _call(self, op: str, data: bytes = b"", now: float = 0.0) -> list[Row]:
-        step: Parsed = await self._worker.call(w_call, self._handle, op, self.full_text, data, now)
-        return self._took(step)
-
-    async def feed(self, data: bytes, now: float) -> list[Row]:
-        return await self._call("feed", data, now)
-
-    def start_feed(self, data: bytes, now: float) -> Coroutine[Any, Any, list[Row]]:
-        return self._take(self._worker.submit(w_call, self._handle, "feed", self.full_text, data, now))
+    def _send(self, op: str, data: bytes = b"", now: float = 0.0) -> Coroutine[Any, Any, list[Row]]:
+        """Send a step of this reader now (submit: a reader dies with its worker); its rows once awaited."""
+        return self._take(self._worker.submit(w_call, self._handle, op, self.full_text, data, now))
 
     async def _take(self, step: asyncio.Future[Parsed]) -> list[Row]:
         return self._took(await step)
 
+    async def feed(self, data: bytes, now: float) -> list[Row]:
+        return await self._send("feed", data, now)
+
+    def start_feed(self, data: bytes, now: float) -> Coroutine[Any, Any, list[Row]]:
+        return self._send("feed", data, now)
+
     async def flush_ready(self, now: float, at_end: bool) -> list[Row]:
-        return await self._call("ready" if at_end else "idle", b"", now)
+        return await self._send("ready" if at_end else "idle", b"", now)
 
     async def flush(self) -> list[Row]:
-        return await self._call("flush")
+        return await self._send("flush")
 
     async def aclose(self) -> None:
         with contextlib.suppress(ParseWorkerGone):
-            await self._worker.call(w_close, self._handle)
+            await self._worker.submit(w_close, self._handle)
