@@ -296,7 +296,7 @@ class ParseWorker:
 
     @property
     def pid(self) -> int | None:
-        """The worker process's id while it runs."""
+        """The id of the worker process started last (None before the first start and after `aclose`)."""
         return self._process.proc.pid if self._process is not None else None
 
     async def aclose(self) -> None:
