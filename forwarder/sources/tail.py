@@ -59,6 +59,10 @@ MISMATCH_LINES = 20  # this many physical lines and none in the configured forma
 RETIRED_HEADS = 64
 SKIP_LOGGED = 256  # skipped entries remembered as already logged
 IDLE_CLOSE_SECONDS = 300  # an older file unchanged this long gives its descriptor back
+# A file that left the glob is still read through its descriptor until it has not grown for this
+# long: with logrotate's `create` the server writes to the renamed file until it reopens its log,
+# and those last lines come after the rename (Fluent Bit's tail input waits Rotate_Wait, 5 s).
+ROTATE_WAIT_SECONDS = 5.0
 # The kernel makes a write visible page by page (a reader may see the first pages of a long write):
 # data read up to a page boundary may be cut there, so its last entry is not taken as whole.
 PAGE_BYTES = mmap.PAGESIZE
@@ -78,6 +82,7 @@ class _File:
     stored: bool = False  # the store has a row for this file
     fh: BinaryIO | None = None  # held open so a file renamed or deleted under us is read to its end
     mtime_ns: int = 0  # at the last poll
+    gone_since: float | None = None  # out of the glob: the monotonic time it last grew (or left)
 
     @property
     def reader_pending(self) -> bool:
@@ -318,6 +323,8 @@ class DatabaseFollower(Follower):
         A file not read to its end (a stop in the middle of a backlog) keeps its pending entry and
         partial line unstored: its offset stays at their start, and the next run reads them whole.
         """
+        for key in [k for k, f in self._files.items() if f.gone_since is not None]:
+            await self._finish(self._files.pop(key))  # out of the glob: a restart would not find it
         lines: list[Row] = []
         for f in self._files.values():
             if f.fh is not None and os.fstat(f.fh.fileno()).st_size == f.read_pos:
@@ -363,9 +370,9 @@ class DatabaseFollower(Follower):
         note = "skipped " + "; ".join(f"{s.path} ({s.why})" for s in skipped) if skipped else None
 
         # Files that left the glob (renamed away by logrotate, or deleted): the descriptor we hold
-        # still reads them, so their last lines are not lost; then they are complete.
+        # still reads them, so their last lines are not lost; complete once they stop growing.
         for key in [k for k in self._files if k not in found]:
-            await self._finish(self._files.pop(key))
+            await self._read_gone(key)
         if not found:
             why = f"permission denied: {denied}" if denied else f"no file matches {self.db.log.path}"
             self.status = SourceStatus(
@@ -385,6 +392,7 @@ class DatabaseFollower(Follower):
             try:
                 f = self._files.get(key) or await self._open(key, path)
                 f.path = path
+                f.gone_since = None  # renamed back into the glob
                 await self._read_file(f, now)
             except PermissionError:
                 problem = SourceStatus("permission_denied", path, f"permission denied: {path}")
@@ -413,9 +421,10 @@ class DatabaseFollower(Follower):
         time_note = self._time_note(times) if problem is None or problem.state != "format_mismatch" else None
         status = problem or SourceStatus("reading", newest_path, note, tuple(skipped))
         self.status = replace(status, times=times, time_note=time_note)
-        if any(k not in found for k in self._known):
-            await self._store.forget_source_files(self.db.id, list(found))
-            self._known = {k: v for k, v in self._known.items() if k in found}
+        followed = found.keys() | self._files.keys()  # and the files that left the glob, still read
+        if any(k not in followed for k in self._known):
+            await self._store.forget_source_files(self.db.id, list(followed))
+            self._known = {k: v for k, v in self._known.items() if k in followed}
 
     def _time_note(self, times: TimeCounts) -> str | None:
         """What the overview says about the log's times, in words; None when all is well."""
@@ -567,6 +576,21 @@ class DatabaseFollower(Follower):
                 ahead.close()  # a failure or a cancellation: the worker's result goes untaken
             await batch.written()
         await self._commit(batch.lines, [f])
+
+    async def _read_gone(self, key: tuple[int, int]) -> None:
+        """A file out of the glob: read what was written to it since the last poll, and finish it
+        once it has not grown for ROTATE_WAIT_SECONDS (at once if its descriptor is not held)."""
+        f = self._files[key]
+        now = self._clock.monotonic()
+        size = os.fstat(f.fh.fileno()).st_size if f.fh is not None else f.read_pos
+        if f.gone_since is None or size > f.read_pos:
+            f.gone_since = now
+        if f.fh is None or now - f.gone_since >= ROTATE_WAIT_SECONDS:
+            await self._finish(self._files.pop(key))
+        elif size > f.read_pos:
+            await self._read_to(f, f.fh.fileno(), size, now, stoppable=False)
+            at_end = size % PAGE_BYTES != 0  # as in _read_file: whole unless cut at a page boundary
+            await self._commit(await f.reader.flush_ready(now, at_end), [f])
 
     async def _finish(self, f: _File) -> None:
         """A file that left the glob: read what is left through the held descriptor, then flush."""

@@ -16,7 +16,7 @@ import pytest
 from forwarder.clock import FakeClock
 from forwarder.config import DatabaseConfig, LogSourceConfig
 from forwarder.pglog import WHOLE_WRITE_BYTES
-from forwarder.sources.tail import PAGE_BYTES, DatabaseFollower
+from forwarder.sources.tail import PAGE_BYTES, ROTATE_WAIT_SECONDS, DatabaseFollower
 from forwarder.store import LineQuery, Store
 from tests.harness import all_messages
 
@@ -193,6 +193,52 @@ async def test_truncation_starts_the_file_over(store: Store, tmp_path: Path) -> 
     await f.poll()
     await f.drain()
     assert await messages(store) == [f'relation "t{i}" does not exist' for i in (1, 2, 7)]
+
+
+async def test_a_file_renamed_out_of_the_glob_is_read_while_the_server_still_writes_to_it(
+    store: Store, tmp_path: Path
+) -> None:
+    # logrotate's `create`: the file is renamed, and the server writes to it until it reopens its
+    # log. A poll can come between the rename and those writes (the directory watch wakes the
+    # reader at the rename); the lines written after it were lost.
+    clock = FakeClock()
+    log = tmp_path / "postgresql.log"
+    f = await follower(store, str(log), clock)
+    with log.open("ab") as server:
+        server.write(entry(1))
+        server.flush()
+        await f.poll()
+        log.rename(tmp_path / "postgresql.log.1")
+        await f.poll()  # gone from the glob, nothing new yet
+        server.write(entry(2))  # the server's descriptor: the renamed file
+        server.flush()
+        await f.poll()
+        assert await messages(store) == [f'relation "t{i}" does not exist' for i in (1, 2)]
+        clock.advance(ROTATE_WAIT_SECONDS - 0.5)
+        server.write(entry(3))  # growth restarts the wait
+        server.flush()
+        await f.poll()
+        clock.advance(ROTATE_WAIT_SECONDS - 0.5)
+        await f.poll()
+        assert len(f._files) == 1  # still followed: it grew less than the wait ago
+        clock.advance(0.5)
+        await f.poll()
+        assert f._files == {}  # quiet for the whole wait: complete, its descriptor given back
+    assert await messages(store) == [f'relation "t{i}" does not exist' for i in (1, 2, 3)]
+
+
+async def test_a_stop_while_a_renamed_file_is_followed_reads_it_to_its_end(store: Store, tmp_path: Path) -> None:
+    # A restart would not find the file (it is out of the glob): what it holds is stored before.
+    log = tmp_path / "postgresql.log"
+    f = await follower(store, str(log))
+    log.write_bytes(entry(1))
+    await f.poll()
+    log.rename(tmp_path / "postgresql.log.1")
+    await f.poll()
+    with (tmp_path / "postgresql.log.1").open("ab") as server:
+        server.write(entry(2) + entry(3))
+    await f.drain()
+    assert await messages(store) == [f'relation "t{i}" does not exist' for i in (1, 2, 3)]
 
 
 async def test_disabled_reads_nothing_and_enabling_resumes(store: Store, tmp_path: Path) -> None:
