@@ -515,8 +515,12 @@ class DatabaseFollower(Follower):
         if len(f.head) < HEAD_BYTES and size > len(f.head):
             f.head = os.pread(fd, HEAD_BYTES, 0)
         await self._read_to(f, fd, size, now)
-        # Read to the end of the file: the last entry is complete if PostgreSQL wrote it whole.
-        at_end = f.read_pos == size and size % PAGE_BYTES != 0
+        await self._store_whole(f, size, now)
+
+    async def _store_whole(self, f: _File, size: int, now: float) -> None:
+        """Store the entries read from `f` that are complete: followed by another, quiet long
+        enough, or last in a file read to its end (`size`), which PostgreSQL writes whole."""
+        at_end = f.read_pos == size and size % PAGE_BYTES != 0  # a page boundary may cut a write
         await self._commit(await f.reader.flush_ready(now, at_end), [f])
 
     async def _read_to(self, f: _File, fd: int, size: int, now: float, *, stoppable: bool = True) -> None:
@@ -587,10 +591,10 @@ class DatabaseFollower(Follower):
             f.gone_since = now
         if f.fh is None or now - f.gone_since >= ROTATE_WAIT_SECONDS:
             await self._finish(self._files.pop(key))
-        elif size > f.read_pos:
+            return
+        if size > f.read_pos:
             await self._read_to(f, f.fh.fileno(), size, now, stoppable=False)
-            at_end = size % PAGE_BYTES != 0  # as in _read_file: whole unless cut at a page boundary
-            await self._commit(await f.reader.flush_ready(now, at_end), [f])
+        await self._store_whole(f, size, now)
 
     async def _finish(self, f: _File) -> None:
         """A file that left the glob: read what is left through the held descriptor, then flush."""

@@ -227,6 +227,24 @@ async def test_a_file_renamed_out_of_the_glob_is_read_while_the_server_still_wri
     assert await messages(store) == [f'relation "t{i}" does not exist' for i in (1, 2, 3)]
 
 
+async def test_a_long_entry_of_a_renamed_file_goes_out_after_a_second_of_quiet(store: Store, tmp_path: Path) -> None:
+    # As in the glob: an entry longer than PostgreSQL's buffer may be cut, so it waits for quiet,
+    # not for the end of the file's rotate wait.
+    clock = FakeClock()
+    log = tmp_path / "postgresql.log"
+    f = await follower(store, str(log), clock)
+    log.write_bytes(entry(1))
+    await f.poll()
+    log.rename(tmp_path / "postgresql.log.1")
+    with (tmp_path / "postgresql.log.1").open("ab") as server:
+        server.write(entry(2, "x" * WHOLE_WRITE_BYTES))
+    await f.poll()
+    assert len(await messages(store)) == 1
+    clock.advance(1.0)
+    await f.poll()
+    assert len(f._files) == 1 and len(await messages(store)) == 2
+
+
 async def test_a_stop_while_a_renamed_file_is_followed_reads_it_to_its_end(store: Store, tmp_path: Path) -> None:
     # A restart would not find the file (it is out of the glob): what it holds is stored before.
     log = tmp_path / "postgresql.log"
