@@ -243,6 +243,51 @@ async def test_retention_keeps_the_store_under_max_bytes(tmp_path: Path) -> None
         await store.aclose()
 
 
+async def test_retention_deletes_a_chunk_only_while_the_checkpoints_are_at_most_a_chunk_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Deleting a day writes the WAL faster than checkpoints twice a second copy it; the COMMIT
+    # that took it past WRITER_CHECKPOINT_PAGES then copied the rest itself, holding appends
+    # 60-110 ms at 10 million lines. Before each chunk, retention waits until a checkpoint that
+    # began after the chunk before the last one has ended.
+    monkeypatch.setattr(store_module, "RETENTION_CHUNK", 10)
+    clock = FakeClock(start=T0 / 1_000_000)
+    store = Store(StoreConfig(path=tmp_path / "r.db", retention_days=1), clock)
+    events: list[tuple[str, int]] = []  # (what, the number of deletes before it began)
+    deletes = 0
+    run_checkpoint, delete = store._run_checkpoint, store._delete
+
+    def checkpoint(cut_wal: bool) -> bool:
+        began = deletes
+        done = run_checkpoint(cut_wal)
+        events.append(("checkpoint", began))
+        return done
+
+    def deleting(conn: sqlite3.Connection, rows: list[tuple[int, int, int]]) -> int:
+        nonlocal deletes
+        if rows:
+            events.append(("delete", deletes))
+            deletes += 1
+        return delete(conn, rows)
+
+    monkeypatch.setattr(store, "_run_checkpoint", checkpoint)
+    monkeypatch.setattr(store, "_delete", deleting)
+    await store.start()
+    try:
+        ident = await store.register_database(db_config())
+        await store.append(ident, [line(i) for i in range(55)], [], 0)
+        await store.index_once()
+        clock.advance(2 * 86_400)
+        assert await store.retention_once() == 55
+        assert deletes == 6
+        for k in range(2, deletes):
+            # A checkpoint that began once delete k-2 was done ended before delete k began.
+            before_k = events[: events.index(("delete", k))]
+            assert any(what == "checkpoint" and began >= k - 1 for what, began in before_k), str(events)
+    finally:
+        await store.aclose()
+
+
 async def test_offsets_are_committed_with_the_lines(store: Store) -> None:
     ident = await store.register_database(db_config())
     sf = SourceFile(dev=1, ino=2, head=b"2026-", path="/x/pg.log", offset=4096)
