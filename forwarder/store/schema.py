@@ -387,11 +387,11 @@ def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
         conn.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
         # A page freed by a delete is not overwritten with zeros (SQLite's own default; Debian's
         # build zeroes them: SQLITE_SECURE_DELETE): with zeroing, retention deleting a day and the
-        # full-text merges after it wrote every freed page to the WAL again, about twice the
-        # pages, and the checkpoints that copy them held appends longer (longest gap 188-194 ms,
-        # 158-169 without). FAST still clears deleted content within the pages a delete writes
-        # anyway (sqlite.org/pragma.html#pragma_secure_delete); a freed page keeps its old bytes
-        # until it is reused, which happens as new lines arrive. docs/operations.md says so.
+        # full-text merges after it wrote every freed page to the WAL again (a merge step ~3,500
+        # pages, ~1,600 without), for the checkpoints to copy while appends wait. FAST still
+        # clears deleted content within the pages a delete writes anyway
+        # (sqlite.org/pragma.html#pragma_secure_delete); a freed page keeps its old bytes until
+        # it is reused, which happens as new lines arrive. docs/operations.md says so.
         conn.execute("PRAGMA secure_delete = FAST")
     if readonly:
         conn.execute("PRAGMA query_only = ON")

@@ -703,9 +703,10 @@ class Store:
         """Wait for the checkpoint in progress, then start one for the writes since (retention,
         before each chunk). Deleting writes the WAL fast (~64 MiB a second at 10 million lines);
         copied twice a second, it reached WRITER_CHECKPOINT_PAGES between two checkpoints and the
-        COMMIT that crossed it copied the rest, holding appends 60-110 ms each time. Paced so, the
-        checkpoint thread stays about one chunk behind and that COMMIT copies only what is left:
-        retention's longest append gap went from 221-268 ms to 188-194."""
+        COMMIT that crossed it copied the rest, holding appends 60-110 ms each time (timed per
+        transaction, deleting a day). Paced so, the checkpoint thread stays about one chunk
+        behind and that COMMIT copies only what is left: 30-50 ms. Retention's longest append gap
+        is then set by single merge steps of the full-text index (~100-130 ms, README)."""
         # The checkpoint awaited may have been followed by one its timer started; and one that
         # ended counts as running until its done callback ran, which sleep(0) lets happen.
         while self._checkpoint is not None:
