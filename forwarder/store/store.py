@@ -258,8 +258,12 @@ class Store:
                 wait = CHECKPOINT_SECONDS - (loop.time() - self._last_checkpoint)
                 self._later = loop.call_later(wait, self._checkpoint_later)
             return
+        self._checkpoint_writes()
+
+    def _checkpoint_writes(self) -> None:
+        """Start a checkpoint for the writes so far (none may be in progress)."""
         self._unchecked_writes = False
-        self._last_checkpoint = loop.time()
+        self._last_checkpoint = asyncio.get_running_loop().time()
         self._start_checkpoint(cut_wal=False)
 
     def _start_checkpoint(self, cut_wal: bool) -> None:
@@ -713,9 +717,7 @@ class Store:
             await self.checkpoint_finished()
             await asyncio.sleep(0)
         if self._unchecked_writes and self._checkpointer_open:
-            self._unchecked_writes = False
-            self._last_checkpoint = asyncio.get_running_loop().time()
-            self._start_checkpoint(cut_wal=False)
+            self._checkpoint_writes()
 
     async def _refresh_gauges(self) -> None:
         """The store's size and line count for /metrics (each retention pass: a count is not free)."""
