@@ -272,10 +272,13 @@ class Store:
         self._checkpoint.add_done_callback(self._checkpoint_done)
 
     async def checkpoint_finished(self) -> None:
-        """Return once the checkpoint in progress, if any, has ended (a failed one was logged)."""
-        if self._checkpoint is not None:
+        """Return once the checkpoint in progress, if any, has ended (a failed one was logged) and
+        its done callback has run: `_checkpoint` is then None or a checkpoint started since."""
+        if (running := self._checkpoint) is not None:
             with contextlib.suppress(Exception):
-                await asyncio.shield(self._checkpoint)
+                await asyncio.shield(running)
+            if self._checkpoint is running:  # it had ended already: its callback is still queued
+                await asyncio.sleep(0)
 
     def _run_checkpoint(self, cut_wal: bool) -> bool:
         """A passive checkpoint, then, with `cut_wal`, cutting a WAL file past WAL_IDLE_BYTES once
@@ -711,11 +714,8 @@ class Store:
         transaction, deleting a day). Paced so, the checkpoint thread stays about one chunk
         behind and that COMMIT copies only what is left: 30-50 ms. Retention's longest append gap
         is then set by single merge steps of the full-text index (~100-130 ms, README)."""
-        # The checkpoint awaited may have been followed by one its timer started; and one that
-        # ended counts as running until its done callback ran, which sleep(0) lets happen.
-        while self._checkpoint is not None:
+        while self._checkpoint is not None:  # the one awaited may be followed by one its timer started
             await self.checkpoint_finished()
-            await asyncio.sleep(0)
         if self._unchecked_writes and self._checkpointer_open:
             self._checkpoint_writes()
 
