@@ -169,14 +169,18 @@ def _shown_config(dest: Destination) -> dict[str, Any]:
 
 async def view(ctx: ApiContext, dest: Destination, stored: DeliveryState) -> dict[str, Any]:
     """A destination as the API shows it: never its secret."""
-    state = ctx.destinations.state(dest.id) if ctx.destinations else None
-    if state is None:
+    live = ctx.destinations
+    state = live.state(dest.id) if live else None
+    if live is None or state is None:
         state = stored
     else:
-        # Dropped lines are counted in the store (retention adds to them beside the loop): read
-        # them after the live state, so they never predate it. Everything else is the live state's.
+        # Dropped lines are counted in the store (retention adds to them beside the loop), the rest
+        # is the live state's. Read the store first and the live state after it: the live state is
+        # then at least as new as the row read, so the dropped lines shown never run ahead of the
+        # error and counts that go with them (a save committing between the two reads did).
         again = await ctx.store.destination(dest.id)
         stored = again[1] if again is not None else stored
+        state = live.state(dest.id) or stored
     count, oldest_us = await ctx.store.lag(state.cursor)
     now = ctx.clock.now()
     return {

@@ -103,7 +103,8 @@ class Deliverer:
     ) -> None:
         self.dest = dest
         self._hidden = hidden
-        self.state = state
+        self.state = state  # as last persisted
+        self._saving: DeliveryState | None = None
         self.sink = sink
         self._store = store
         self._clock = clock
@@ -230,9 +231,20 @@ class Deliverer:
     async def _save(self, state: DeliveryState) -> None:
         sent = state.sent_lines - self.state.sent_lines
         dropped = state.dropped_lines - self.state.dropped_lines
-        await self._store.save_delivery_state(self.dest.id, state, sent, dropped)
+        self._saving = state
+        try:
+            await self._store.save_delivery_state(self.dest.id, state, sent, dropped)
+        finally:
+            self._saving = None
         self.state = state
         self._publish(state)
+
+    @property
+    def shown_state(self) -> DeliveryState:
+        """The state to show: the one being saved, if any, else the last persisted. Whatever a
+        read of the store sees, read after it this is at least as new (a save that fails leaves
+        `state` as persisted, so the loop's counts stay right)."""
+        return self._saving or self.state
 
     def _publish(self, state: DeliveryState) -> None:
         """The destination's health gauges, from the state just persisted."""

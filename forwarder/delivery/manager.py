@@ -143,9 +143,10 @@ class DeliveryManager:
         await deliverer.sink.aclose()
 
     def state(self, dest_id: str) -> DeliveryState | None:
-        """The running loop's state (fresher than the store's between commits)."""
+        """The running loop's state (fresher than the store's between commits): read after the
+        store, it is at least as new as what the store showed."""
         running = self._running.get(dest_id)
-        return running[0].state if running else None
+        return running[0].shown_state if running else None
 
     async def apply(self, dest_id: str) -> None:
         """Take a created or changed destination: restart its loop from its stored state."""

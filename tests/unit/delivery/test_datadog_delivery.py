@@ -97,6 +97,30 @@ async def test_a_refused_payload_is_dropped_and_delivery_goes_on(env: DaemonEnv,
     await env.until(created["id"], lambda d: d["sent_lines"] == 2 and d["lag_lines"] == 0)
 
 
+async def test_the_shown_error_and_counts_never_lag_a_committed_save(
+    env: DaemonEnv, receiver: DatadogReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The save that records the refusal commits, then its loop is held before it resumes: an API
+    # read in that moment sees the store's row ahead of the loop's last persisted state.
+    committed, release = asyncio.Event(), asyncio.Event()
+    save = env.daemon.store.save_delivery_state
+
+    async def held_save(dest_id: str, state: Any, sent: int, dropped: int) -> None:
+        await save(dest_id, state, sent, dropped)
+        if dropped:
+            committed.set()
+            await release.wait()
+
+    monkeypatch.setattr(env.daemon.store, "save_delivery_state", held_save)
+    receiver.script = [400]
+    created = await create(env, receiver)
+    await env.append(mixed_lines(3, seed=14))
+    await committed.wait()
+    shown = (await env.shown(created["id"]))["delivery"]
+    release.set()
+    assert (shown["dropped_lines"], shown["last_error"], shown["cursor"]) == (3, "HTTP 400: scripted", "3")
+
+
 async def test_test_endpoint_sends_one_line(env: DaemonEnv, receiver: DatadogReceiver) -> None:
     created = await create(env, receiver)
     status, body = await env.call("POST", f"/v1/log-destinations/{created['id']}/test")
