@@ -7,6 +7,7 @@ Unknown keys are errors. Every mistake is reported with its TOML path (`database
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import re
 import socket
@@ -14,8 +15,10 @@ import tomllib
 import unicodedata
 import urllib.parse
 import zoneinfo
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from types import NoneType, UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -27,7 +30,6 @@ from pydantic import (
     model_validator,
 )
 from pydantic_core import PydanticCustomError
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from forwarder.insights.model import Severity
 from forwarder.insights.queries import DEFAULT_MAX_QUERIES
@@ -547,10 +549,8 @@ class AlertRuleConfig(_Section):
         return values
 
 
-class Config(BaseSettings):
-    """The whole configuration file."""
-
-    model_config = SettingsConfigDict(env_prefix="FORWARDER_", env_nested_delimiter="__", extra="forbid", frozen=True)
+class Config(_Section):
+    """The whole configuration file (environment overrides applied: `config_from_dict`)."""
 
     server: ServerConfig = ServerConfig()
     store: StoreConfig = StoreConfig()
@@ -588,18 +588,6 @@ class Config(BaseSettings):
             raise ValueError("; ".join(problems))
         return self
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # The TOML document arrives as init kwargs; the environment overrides it.
-        return (env_settings, init_settings)
-
 
 def _alert_problems(config: Config) -> list[str]:
     """Alert ids used twice and databases an alert names that the file does not declare."""
@@ -626,6 +614,90 @@ def _loc_to_path(loc: tuple[int | str, ...]) -> str:
     return out or "(top level)"
 
 
+ENV_PREFIX = "forwarder_"  # matched without regard to case, as the file's keys are all lower case
+ENV_NESTING = "__"
+
+
+def _unwrapped(annotation: Any) -> list[Any]:
+    """The types a field may hold: a union's members (None left out), else the annotation."""
+    if get_origin(annotation) in (Union, UnionType):
+        return [a for a in get_args(annotation) if a is not NoneType]
+    return [annotation]
+
+
+def _is_table(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def _is_json(annotation: Any) -> bool:
+    """A table, an array or a mapping: given in the environment as JSON."""
+    return _is_table(annotation) or get_origin(annotation) in (list, dict, tuple, set, frozenset)
+
+
+def _env_value(name: str, path: list[str], value: str) -> Any:
+    """`value` as the key at `path` takes it: JSON for a table or an array, else the string itself
+    (the models convert it, as they do the file's, and name the key if they cannot)."""
+    kinds: list[Any] = [Config]
+    for depth, key in enumerate(path):
+        tables = [k for k in kinds if _is_table(k)]
+        if not tables:
+            where = ".".join(path[:depth])
+            if any(_is_json(k) for k in kinds):
+                whole = ENV_NESTING.join(name.split(ENV_NESTING)[:depth])
+                shape = "{...}" if any(get_origin(k) is dict for k in kinds) else "[...]"
+                raise ValueError(f"{name}: {where} is set whole, as JSON ({whole}='{shape}')")
+            raise ValueError(f"{name}: {where} takes a value, not keys")
+        field = tables[0].model_fields.get(key)
+        if field is None:
+            return value  # an unknown key: validation says so, with its path
+        kinds = _unwrapped(field.annotation)
+    if not any(_is_json(k) for k in kinds):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError as exc:
+        if all(_is_json(k) for k in kinds):
+            raise ValueError(f"{name}: {'.'.join(path)} takes JSON here: {exc}") from None
+        return value  # a union that also takes a string
+
+
+def environment_overrides(environ: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
+    """FORWARDER_<SECTION>[__<KEY>...] variables as a document shaped like the file, and what is
+    wrong with them. Variables whose first part names no section (FORWARDER_URL, FORWARDER_KEY,
+    FORWARDER_CONFIG: the CLI's own) are not the config's. A whole section given as JSON comes
+    first, its keys given one by one over it (FORWARDER_SERVER='{"port": 9000}' with
+    FORWARDER_SERVER__HOST), as pydantic-settings, which read them before, did."""
+    document: dict[str, Any] = {}
+    problems: list[str] = []
+    named = [(name, name.lower().removeprefix(ENV_PREFIX).split(ENV_NESTING), value) for name, value in environ.items()]
+    for name, path, value in sorted(named, key=lambda item: len(item[1])):
+        if not name.lower().startswith(ENV_PREFIX) or path[0] not in Config.model_fields:
+            continue
+        try:
+            parsed = _env_value(name, path, value)
+        except ValueError as exc:
+            problems.append(str(exc))
+            continue
+        table = document
+        for key in path[:-1]:
+            table = table.setdefault(key, {})
+            if not isinstance(table, dict):  # a section given as a JSON array or value
+                problems.append(f"{name}: {'.'.join(path[:-1])} was set as a whole by another variable")
+                break
+        else:
+            table[path[-1]] = parsed
+    return document, problems
+
+
+def _merged(file: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """`file` with `overrides` over it, table by table (an array or a value is replaced whole)."""
+    out = dict(file)
+    for key, value in overrides.items():
+        below = out.get(key)
+        out[key] = _merged(below, value) if isinstance(below, dict) and isinstance(value, dict) else value
+    return out
+
+
 def load_config(path: str | Path, *, read_secrets: bool = True) -> Config:
     """Read and validate the TOML file at `path`; raises ConfigError listing every mistake.
 
@@ -645,9 +717,13 @@ def load_config(path: str | Path, *, read_secrets: bool = True) -> Config:
 
 
 def config_from_dict(data: dict[str, Any], *, read_secrets: bool = True) -> Config:
-    """Validate an already parsed TOML document; raises ConfigError listing every mistake."""
+    """Validate an already parsed TOML document, the environment's FORWARDER_* variables over it;
+    raises ConfigError listing every mistake."""
+    overrides, problems = environment_overrides(os.environ)
+    if problems:
+        raise ConfigError(problems)
     try:
-        config = Config(**data)
+        config = Config.model_validate(_merged(data, overrides))
     except ValidationError as exc:
         raise ConfigError(_problems(exc)) from None
     problems = _alert_problems(config)
