@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -72,8 +73,17 @@ class ApiContext:
     destinations: Destinations | None = None
     insights: Insights | None = None  # None when [insights] is off
     findings: Findings | None = None
-    ask: AskService | None = None  # set by the daemon once the context exists (Ask's tools read it)
+    ask_service: Callable[[], AskService] | None = None  # makes Ask's service (set by the daemon)
     ready: bool = False
+    _ask: AskService | None = None
+
+    @property
+    def ask(self) -> AskService | None:
+        """Ask's service, made on its first use: the Ask feature's modules (its engine, tools and
+        providers) are imported then, not at the daemon's start."""
+        if self._ask is None and self.ask_service is not None:
+            self._ask = self.ask_service()
+        return self._ask
 
 
 CONTEXT = web.AppKey("context", ApiContext)

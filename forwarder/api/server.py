@@ -24,11 +24,11 @@ from aiohttp.web_request import BaseRequest
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from forwarder import metrics
-from forwarder.api import alerts, ask, audit, destinations, fixes, insights, logs
+from forwarder.api import alerts, audit, destinations, fixes, insights, logs
 from forwarder.api.auth import PRINCIPAL, authenticate
 from forwarder.api.context import CONTEXT, ApiContext
 from forwarder.api.errors import ApiError, json_response
-from forwarder.api.openapi import openapi_document
+from forwarder.api.lazyroutes import LazyRoutes
 from forwarder.clock import Clock
 from forwarder.config import ServerConfig
 from forwarder.web import add_pages
@@ -121,6 +121,8 @@ async def metrics_endpoint(request: web.Request) -> web.Response:
 
 
 async def openapi(request: web.Request) -> web.Response:
+    from forwarder.api.openapi import openapi_document  # every model of the API, Ask's too: on first use
+
     return json_response(openapi_document())
 
 
@@ -138,7 +140,7 @@ def build_app(ctx: ApiContext, *, pages: bool) -> web.Application:
     app.router.add_routes(insights.routes)
     app.router.add_routes(fixes.routes)
     app.router.add_routes(alerts.routes)
-    app.router.add_routes(ask.routes)
+    app.router.register_resource(LazyRoutes("/v1/ask", "forwarder.api.ask"))  # imported on first use
     app.router.add_routes(audit.routes)
     if pages:
         add_pages(app)

@@ -13,7 +13,6 @@ reports what remains), whatever the answer turns out to be.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
@@ -33,13 +32,11 @@ from forwarder.config import AskConfig
 from forwarder.secrets import SecretBox
 from forwarder.store import ask as A
 from forwarder.store import state as S
+from forwarder.usecases.conversations import ConversationExpiry
 from forwarder.usecases.destinations import Actor
 
 log = logging.getLogger(__name__)
 
-CONVERSATION_RETENTION_DAYS: Final = 30
-EXPIRY_INTERVAL_SECONDS: Final = 600.0
-EXPIRY_CHECK_SECONDS: Final = 60.0
 MAX_SUGGESTIONS: Final = 4
 DELETE_ALL_AUDIT: Final = "ask.conversations_deleted"
 
@@ -70,48 +67,33 @@ class AskService:
     The provider makers and the key check are attributes so a test can put fakes in their place.
     """
 
-    def __init__(self, config: AskConfig, ctx: ApiContext, box: SecretBox, clock: Clock) -> None:
+    def __init__(
+        self,
+        config: AskConfig,
+        ctx: ApiContext,
+        box: SecretBox,
+        clock: Clock,
+        expiry: ConversationExpiry | None = None,
+    ) -> None:
         self.config = config
         self.ctx = ctx
         self.box = box
         self.clock = clock
+        self.expiry = expiry or ConversationExpiry(ctx.store, clock)  # the daemon's, whose loop runs from its start
         self.limiter = AskLimiter(clock)
         self.engine = Engine(ctx.store, self.tool_context, clock)
         self.keepalive_seconds = 15.0
         self.own_key_provider: Callable[[ProviderName, str, AskConfig], Provider] = P.own_key_provider
         self.builtin_provider: Callable[[AskConfig], tuple[Provider, str, str]] = P.builtin_provider
         self.check_key = P.check_key
-        self.expired_at = float("-inf")  # clock time of the last expiry
 
     def tool_context(self, org: str, database: str | None) -> ToolContext:
         return ToolContext(self.ctx, org, database)
 
-    async def run(self) -> None:
-        """Expire old conversations every EXPIRY_INTERVAL_SECONDS of real time. The loop sleeps on
-        the event loop, not the daemon's clock: the cut-off comes from the clock, and every read
-        of conversations expires first too (`maybe_expire`), so a test's fake clock needs no sleeper."""
-        while True:
-            with contextlib.suppress(Exception):  # the store failing now is tried again next time
-                await maybe_expire(self)
-            await asyncio.sleep(EXPIRY_INTERVAL_SECONDS)
-
 
 async def maybe_expire(ask: AskService) -> int:
-    """Expire conversations if the clock moved EXPIRY_CHECK_SECONDS since the last time."""
-    now = ask.clock.now()
-    if now - ask.expired_at < EXPIRY_CHECK_SECONDS:
-        return 0
-    ask.expired_at = now
-    return await expire(ask)
-
-
-async def expire(ask: AskService) -> int:
-    """Delete every organization's conversations whose last message is over 30 days old."""
-    before_us = int((ask.clock.now() - CONVERSATION_RETENTION_DAYS * 86400) * 1_000_000)
-    gone: int = await ask.ctx.store.write(lambda c: A.expire_conversations(c, before_us))
-    if gone:
-        log.info("Ask conversations expired", extra={"conversations": gone})
-    return gone
+    """Expire conversations if the clock moved since the last time (ConversationExpiry.maybe)."""
+    return await ask.expiry.maybe()
 
 
 # --- settings -------------------------------------------------------------------------------------

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from forwarder.web import alerts, ask, databases, destinations, insights, logs, session
+from forwarder.api.lazyroutes import LazyRoutes
+from forwarder.web import alerts, databases, destinations, insights, logs, session
 from forwarder.web.render import STATIC_DIR, security_headers, setup_templates
 
 
@@ -24,8 +25,9 @@ def add_pages(app: web.Application) -> None:
     app.router.add_get("/", _home)
     app.router.add_get("/ui", _home)
     app.router.add_get("/ui/", _home)
-    for module in (session, databases, logs, insights, alerts, destinations, ask):
+    for module in (session, databases, logs, insights, alerts, destinations):
         app.router.add_routes(module.routes)
+    app.router.register_resource(LazyRoutes("/ui/ask", "forwarder.web.ask"))  # Ask's pages: imported on first use
     logs.setup(app)
     app.router.add_static("/ui/static/", STATIC_DIR, name="static", append_version=True)
     app.on_response_prepare.append(security_headers)

@@ -100,6 +100,14 @@ async def stored_conversation(ui: Ui, org: str = "default") -> str:
     return "conv_stored"
 
 
+async def test_the_ask_pages_load_on_first_use_and_only_under_their_prefix(ui: Ui) -> None:
+    # Served through one resource at /ui/ask (forwarder/api/lazyroutes.py): its own paths only.
+    b = await ui.browser("read-only")
+    assert (await b.get("/ui/ask"))[0] == 200
+    assert (await b.get("/ui/ask/settings"))[0] == 200
+    assert (await b.get("/ui/askew"))[0] == 404
+
+
 async def test_the_ask_page_is_in_the_nav_and_prefills_what_the_question_is_about(ui: Ui) -> None:
     b = await ui.browser("read-write")
     status, html = await b.get("/ui/ask", about="database:main", database="main")
