@@ -62,7 +62,7 @@ def _ask_service(
     config: AskConfig, ctx: ApiContext, box: SecretBox, clock: Clock, expiry: ConversationExpiry
 ) -> AskService:
     """Ask's service: its modules are imported here, on the first Ask request (ApiContext.ask),
-    not at start, where they took ~30 ms of every start (README, "Start to ready")."""
+    not at start, where they took ~25 ms of every start (README, "Start to ready")."""
     from forwarder.usecases.ask import AskService
 
     return AskService(config, ctx, box, clock, expiry)

@@ -1,7 +1,7 @@
 """Routes whose module is imported on the first request under their prefix.
 
 A feature few requests use should not cost every start: Ask's handlers pull in its engine, tools,
-providers and their models, ~30 ms of imports (README, "Start to ready"). aiohttp finds a request's
+providers and their models, ~25 ms of every start (README, "Start to ready"). aiohttp finds a request's
 resource by the path's leading parts (UrlDispatcher.resolve tries /a/b/c, then /a/b, then /a), so
 one resource at the prefix stands for all of a module's routes. The first request that reaches it,
 or the first look at the application's routes, imports the module and resolves against the
