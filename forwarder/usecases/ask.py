@@ -68,18 +68,13 @@ class AskService:
     """
 
     def __init__(
-        self,
-        config: AskConfig,
-        ctx: ApiContext,
-        box: SecretBox,
-        clock: Clock,
-        expiry: ConversationExpiry | None = None,
+        self, config: AskConfig, ctx: ApiContext, box: SecretBox, clock: Clock, expiry: ConversationExpiry
     ) -> None:
         self.config = config
         self.ctx = ctx
         self.box = box
         self.clock = clock
-        self.expiry = expiry or ConversationExpiry(ctx.store, clock)  # the daemon's, whose loop runs from its start
+        self.expiry = expiry  # the daemon's, whose loop runs from its start
         self.limiter = AskLimiter(clock)
         self.engine = Engine(ctx.store, self.tool_context, clock)
         self.keepalive_seconds = 15.0
