@@ -86,11 +86,6 @@ class AskService:
         return ToolContext(self.ctx, org, database)
 
 
-async def maybe_expire(ask: AskService) -> int:
-    """Expire conversations if the clock moved since the last time (ConversationExpiry.maybe)."""
-    return await ask.expiry.maybe()
-
-
 # --- settings -------------------------------------------------------------------------------------
 
 
@@ -259,7 +254,7 @@ async def accept(ask: AskService, org: str, body: QuestionBody) -> Question:
     ctx = ask.ctx
     conversation: A.Conversation | None = None
     if body.conversation_id is not None:
-        await maybe_expire(ask)
+        await ask.expiry.maybe()
         conv_id = body.conversation_id
         conversation = await ctx.store.read(lambda c: A.conversation(c, org, conv_id))
         if conversation is None:
@@ -368,7 +363,7 @@ async def _question(
 
 
 async def conversations(ask: AskService, org: str, limit: int = 100) -> list[A.Conversation]:
-    await maybe_expire(ask)
+    await ask.expiry.maybe()
     found: list[A.Conversation] = await ask.ctx.store.read(lambda c: A.conversations(c, org, limit))
     return found
 
@@ -376,7 +371,7 @@ async def conversations(ask: AskService, org: str, limit: int = 100) -> list[A.C
 async def conversation(ask: AskService, org: str, conv_id: str) -> tuple[A.Conversation, list[A.Message]]:
     """A conversation of `org` with its messages; AskRefused 404 when `org` has none with this id."""
 
-    await maybe_expire(ask)
+    await ask.expiry.maybe()
 
     def _q(c: Any) -> tuple[A.Conversation | None, list[A.Message]]:
         conv = A.conversation(c, org, conv_id)
