@@ -170,8 +170,7 @@ def _shown_config(dest: Destination) -> dict[str, Any]:
 async def view(ctx: ApiContext, dest: Destination, stored: DeliveryState) -> dict[str, Any]:
     """A destination as the API shows it: never its secret."""
     live = ctx.destinations
-    state = live.state(dest.id) if live else None
-    if live is None or state is None:
+    if live is None or live.state(dest.id) is None:  # no loop runs: the stored state is all there is
         state = stored
     else:
         # Dropped lines are counted in the store (retention adds to them beside the loop), the rest
