@@ -30,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,12 +123,19 @@ def fill(store: Path, src: Path, n: int, days: float) -> dict[str, Any]:
 
 def pick_words(conn: sqlite3.Connection, n: int) -> dict[str, Any]:
     """A word in about 1% of lines and a rare one (in at most 30 lines), from the index's vocabulary."""
-    conn.execute("CREATE VIRTUAL TABLE temp.vocab USING fts5vocab(main, lines_fts, row)")
-    terms = conn.execute("SELECT term, doc FROM temp.vocab WHERE length(term) >= 5 AND term GLOB '[a-z]*'").fetchall()
+    docs: Counter[str] = Counter()
+    for part in L.fts_parts(conn):  # the index is in parts of 2**20 ids (lines.py)
+        conn.execute(f"CREATE VIRTUAL TABLE temp.vocab{part} USING fts5vocab(main, {L.fts_table(part)}, row)")
+        sql = f"SELECT term, doc FROM temp.vocab{part} WHERE length(term) >= 5 AND term GLOB '[a-z]*'"
+        docs.update(dict(conn.execute(sql).fetchall()))
+    terms = list(docs.items())
 
     def matches(term: str) -> int:
         expr = L.fts_match_expression([term])  # the listing matches prefixes: count those
-        return int(conn.execute("SELECT count(*) FROM lines_fts WHERE lines_fts MATCH ?", (expr,)).fetchone()[0])
+        return sum(
+            int(conn.execute(f"SELECT count(*) FROM {t} WHERE {t} MATCH ?", (expr,)).fetchone()[0])
+            for t in map(L.fts_table, L.fts_parts(conn))
+        )
 
     common = min(
         (t for t in terms if t[0].isalpha() and 0.005 * n <= t[1] <= 0.02 * n), key=lambda t: abs(t[1] - 0.01 * n)

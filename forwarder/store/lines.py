@@ -8,10 +8,11 @@ it is appended (DESIGN section 6).
 
 from __future__ import annotations
 
+import itertools
 import re
 import sqlite3
 import unicodedata
-from collections.abc import MutableMapping, Sequence
+from collections.abc import MutableMapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -384,25 +385,67 @@ def doc_contains(stored: bytes, folded: str) -> bool:
     return folded in _fold(search_text(_text_fields(stored)))
 
 
+# --- the full-text index's parts -----------------------------------------------------------
+#
+# The index is cut by id into parts of 2**FTS_PART_SHIFT ids, each an FTS5 table of its own
+# (`lines_fts_<part>`, listed in `fts_parts`). One index over every line made merging its segments
+# cost more the more lines it held: a merge step rewrites a word's whole list of lines, and for a
+# common word at 10 million lines one step held the writer 100-135 ms while retention deleted a
+# day (README, "Retention"). A part's lists are at most a part long. And retention removes a part
+# it emptied whole (DROP TABLE), where deleting its lines' entries one by one wrote a deletion
+# entry per line for later merges to fold in. Lines up to the watermark are in the part of their
+# id; a part exists only while it has lines, and is made again if later lines fall in its range.
+
+FTS_PART_SHIFT: Final = 20  # ~1,000,000 ids a part: about a day of a busy server
+FTS_COLUMNS: Final = "text, content = '', columnsize = 0, detail = none, tokenize = 'unicode61 remove_diacritics 2'"
+
+
+def fts_table(part: int) -> str:
+    """The FTS5 table of a part (a number the store made: never text from outside)."""
+    return f"lines_fts_{int(part)}"
+
+
+def fts_parts(conn: sqlite3.Connection) -> list[int]:
+    """The index's parts, ascending."""
+    return [int(part) for (part,) in conn.execute("SELECT part FROM fts_parts ORDER BY part")]
+
+
+def part_ids(part: int) -> tuple[int, int]:
+    """The first and last id of a part."""
+    return part << FTS_PART_SHIFT, ((part + 1) << FTS_PART_SHIFT) - 1
+
+
+def _add_part(conn: sqlite3.Connection, part: int) -> None:
+    table = fts_table(part)
+    conn.execute(f"CREATE VIRTUAL TABLE {table} USING fts5 ({FTS_COLUMNS})")
+    # Segments are merged by the store's background work, a few pages per transaction (merge_fts),
+    # not inside the transaction that wrote them (sqlite.org/fts5.html#the_automerge_configuration_option).
+    conn.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('automerge', 0)")
+    conn.execute("INSERT INTO fts_parts (part) VALUES (?)", (part,))
+
+
 def index_fts(conn: sqlite3.Connection, batch: int = 2000, texts: MutableMapping[int, str] | None = None) -> int:
     """Index the next lines past the watermark (inside the caller's transaction); returns how many.
 
     `texts` maps ids of committed lines to their `Row` text; an id found there is popped and its
     text indexed without reading the document, any other line's text is made from its document.
     """
-    row = conn.execute("SELECT value FROM kv WHERE key = ?", (FTS_WATERMARK_KEY,)).fetchone()
-    upto = int(row[0]) if row else 0
+    upto = fts_watermark(conn)
     rows = conn.execute("SELECT id, doc FROM lines WHERE id > ? ORDER BY id LIMIT ?", (upto, batch)).fetchall()
     if not rows:
         return 0
     known = {} if texts is None else texts
-    conn.executemany(
-        "INSERT INTO lines_fts (rowid, text) VALUES (?, ?)",
-        [
-            (line_id, text if (text := known.pop(line_id, None)) is not None else search_text(_text_fields(doc)))
-            for line_id, doc in rows
-        ],
-    )
+    parts = set(fts_parts(conn))
+    for part, of_part in itertools.groupby(rows, key=lambda r: int(r[0]) >> FTS_PART_SHIFT):
+        if part not in parts:
+            _add_part(conn, part)
+        conn.executemany(
+            f"INSERT INTO {fts_table(part)} (rowid, text) VALUES (?, ?)",
+            [
+                (line_id, text if (text := known.pop(line_id, None)) is not None else search_text(_text_fields(doc)))
+                for line_id, doc in of_part
+            ],
+        )
     conn.execute(
         "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
         (FTS_WATERMARK_KEY, rows[-1][0]),
@@ -410,18 +453,54 @@ def index_fts(conn: sqlite3.Connection, batch: int = 2000, texts: MutableMapping
     return len(rows)
 
 
-def merge_fts(conn: sqlite3.Connection, pages: int) -> bool:
-    """Merge the full-text index's segments, about `pages` pages of them (inside the caller's
-    transaction); False when there was nothing to merge (FTS5 then changes no row)."""
-    before = conn.total_changes
-    conn.execute("INSERT INTO lines_fts (lines_fts, rank) VALUES ('merge', ?)", (pages,))
-    # sqlite.org/fts5.html#the_merge_command: fewer than 2 changes, no more work to do.
-    return conn.total_changes - before >= 2
+def merge_fts(conn: sqlite3.Connection, pages: int, parts: Set[int] | None = None) -> bool:
+    """Merge about `pages` pages of one part's segments, the newest part with work to do of
+    `parts` (None: of all), inside the caller's transaction; False when none had anything to merge."""
+    for part in reversed(fts_parts(conn)):
+        if parts is not None and part not in parts:
+            continue
+        table = fts_table(part)
+        before = conn.total_changes
+        conn.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('merge', ?)", (pages,))
+        # sqlite.org/fts5.html#the_merge_command: fewer than 2 changes, no more work to do.
+        if conn.total_changes - before >= 2:
+            return True
+    return False
 
 
 def fts_watermark(conn: sqlite3.Connection) -> int:
     row = conn.execute("SELECT value FROM kv WHERE key = ?", (FTS_WATERMARK_KEY,)).fetchone()
     return int(row[0]) if row else 0
+
+
+def _fts_hits(conn: sqlite3.Connection, match: str, low: int, high: int, order: Order, limit: int) -> list[int]:
+    """Ids of the first `limit` index entries in `order` with low < id <= high matching `match`,
+    read part by part (a part is one id range, so their order is the parts' order)."""
+    hits: list[int] = []
+    parts = [p for p in fts_parts(conn) if part_ids(p)[1] > low and part_ids(p)[0] <= high]
+    for part in parts if order == "ASC" else reversed(parts):
+        table = fts_table(part)
+        hits += [
+            hit
+            for (hit,) in conn.execute(
+                f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid > ? AND rowid <= ?"
+                f" ORDER BY rowid {order} LIMIT ?",
+                (match, low, high, limit - len(hits)),
+            )
+        ]
+        if len(hits) >= limit:
+            break
+    return hits
+
+
+def _fts_ids(conn: sqlite3.Connection, match: str, low: int, high: int) -> tuple[str, list[object]]:
+    """A subquery of the ids whose index entries match `match` in the parts that hold ids in
+    (low, high], and its parameters (an `IN` reads them once)."""
+    parts = [p for p in fts_parts(conn) if part_ids(p)[1] > low and part_ids(p)[0] <= high]
+    if not parts:
+        return "SELECT NULL WHERE 0", []
+    selects = [f"SELECT rowid FROM {fts_table(p)} WHERE {fts_table(p)} MATCH ?" for p in parts]
+    return " UNION ALL ".join(selects), [match] * len(parts)
 
 
 # --- reading ----------------------------------------------------------------------------------
@@ -552,14 +631,9 @@ def _word_search(
     want = query.limit + 1
     low = max(query.after or 0, envelope[0] - 1)  # ids above this
     high = min((1 << 63) - 1 if query.before is None else query.before - 1, envelope[1])  # and up to this
-    hits = [
-        hit
-        for (hit,) in conn.execute(
-            "SELECT rowid FROM lines_fts WHERE lines_fts MATCH ? AND rowid > ? AND rowid <= ?"
-            f" ORDER BY rowid {order} LIMIT {SEARCH_CANDIDATES}",
-            (match, low, min(high, watermark)),
-        )
-    ]
+    # Entries of lines retention deleted may linger in a part it is emptying (delete_lines): every
+    # hit is looked up in `lines`, so they match nothing.
+    hits = _fts_hits(conn, match, low, min(high, watermark), order, SEARCH_CANDIDATES)
     indexed: list[tuple[int, int, bytes]] = []
     for i in range(0, len(hits), SEARCH_CHUNK):
         chunk = hits[i : i + SEARCH_CHUNK]
@@ -573,12 +647,13 @@ def _word_search(
             break
     if len(indexed) < want and len(hits) == SEARCH_CANDIDATES:
         # Common words, rare among the filtered lines: one walk of the filters' index, the tail included.
+        ids, ids_params = _fts_ids(conn, match, low, min(high, watermark))
         return conn.execute(
             f"SELECT id, time_us, doc FROM lines WHERE {bounded.sql} AND id > ? AND id <= ? AND ((id <= ? AND id IN"
-            f" (SELECT rowid FROM lines_fts WHERE lines_fts MATCH ?){recheck[0]})"
+            f" ({ids}){recheck[0]})"
             " OR (id > ? AND fwd_doc_matches(doc, ?)))"
             f" ORDER BY id {order} LIMIT ?",
-            [*bounded.params, low, high, watermark, match, *recheck[1], watermark, terms_arg, want],
+            [*bounded.params, low, high, watermark, *ids_params, *recheck[1], watermark, terms_arg, want],
         ).fetchall()
     # The tail by its id range alone (NOT INDEXED: the filters' indexes would walk every line).
     tail = conn.execute(
@@ -692,28 +767,64 @@ def oldest_time(conn: sqlite3.Connection, db_code: int) -> int | None:
 # --- retention --------------------------------------------------------------------------------
 
 
-def delete_lines(conn: sqlite3.Connection, rows: list[tuple[int, int, int]]) -> int:
-    """Delete these lines (id, db, kind) and their search entries (inside the caller's transaction)."""
+def delete_lines(conn: sqlite3.Connection, rows: list[tuple[int, int, int]], emptying: Set[int] = frozenset()) -> int:
+    """Delete these lines (id, db, kind) and their search entries (inside the caller's
+    transaction), then the index's parts left without lines.
+
+    `emptying` names parts that the caller is deleting every line of: their lines' entries stay
+    until the part is dropped whole (they match no line meanwhile: searches look hits up in
+    `lines`). A part named wrongly only keeps dead entries until its last line goes.
+    """
     if not rows:
         return 0
     # The index keeps no copy of the text (contentless): FTS5 removes a row's entries given the
     # text it indexed, which search_text recomputes from the document. Lines past the watermark
     # were never indexed, and "deleting" them would corrupt the index.
     watermark = fts_watermark(conn)
-    indexed = [r[0] for r in rows if r[0] <= watermark]
-    for start in range(0, len(indexed), 500):
-        chunk = indexed[start : start + 500]
-        conn.executemany(
-            "INSERT INTO lines_fts (lines_fts, rowid, text) VALUES ('delete', ?, ?)",
-            [
-                (line_id, search_text(_text_fields(doc)))
-                for line_id, doc in conn.execute(
-                    f"SELECT id, doc FROM lines WHERE id IN ({','.join('?' * len(chunk))})", chunk
-                )
-            ],
-        )
+    by_part: dict[int, list[int]] = {}
+    for line_id, _, _ in rows:
+        if line_id <= watermark and (part := line_id >> FTS_PART_SHIFT) not in emptying:
+            by_part.setdefault(part, []).append(line_id)
+    for part, indexed in by_part.items():
+        for start in range(0, len(indexed), 500):
+            chunk = indexed[start : start + 500]
+            conn.executemany(
+                f"INSERT INTO {fts_table(part)} ({fts_table(part)}, rowid, text) VALUES ('delete', ?, ?)",
+                [
+                    (line_id, search_text(_text_fields(doc)))
+                    for line_id, doc in conn.execute(
+                        f"SELECT id, doc FROM lines WHERE id IN ({','.join('?' * len(chunk))})", chunk
+                    )
+                ],
+            )
     conn.executemany("DELETE FROM lines WHERE id = ?", [(r[0],) for r in rows])
+    for part in {r[0] >> FTS_PART_SHIFT for r in rows}:
+        first, last = part_ids(part)
+        if conn.execute("SELECT 1 FROM lines WHERE id >= ? AND id <= ?", (first, last)).fetchone() is None:
+            _drop_part(conn, part)
     return len(rows)
+
+
+def _drop_part(conn: sqlite3.Connection, part: int) -> None:
+    if conn.execute("DELETE FROM fts_parts WHERE part = ?", (part,)).rowcount:
+        conn.execute(f"DROP TABLE {fts_table(part)}")
+
+
+def parts_older_than(conn: sqlite3.Connection, cutoff_us: int) -> set[int]:
+    """Parts every line of which `older_than(cutoff_us)` lists (by their time spans, which only
+    over-cover) and no later line can join (ids are handed out past them)."""
+    assigned = assigned_id(conn)
+    return {
+        part
+        for part in fts_parts(conn)
+        if part_ids(part)[1] < assigned
+        and conn.execute(
+            "SELECT 1 FROM line_spans WHERE span >= ? AND span <= ?"
+            " AND (max_us >= ? OR db NOT IN (SELECT code FROM databases)) LIMIT 1",
+            (part_ids(part)[0] >> SPAN_SHIFT, part_ids(part)[1] >> SPAN_SHIFT, cutoff_us),
+        ).fetchone()
+        is None
+    }
 
 
 def older_than(conn: sqlite3.Connection, cutoff_us: int, limit: int) -> list[tuple[int, int, int]]:

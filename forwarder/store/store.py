@@ -59,6 +59,9 @@ FTS_TEXTS_MAX = FTS_MAX_TAIL + FTS_BATCH
 # Pages of the full-text index's segments merged per write transaction (migration 8: FTS5 no
 # longer merges inside the transaction that wrote them). ~5-15 ms each here.
 FTS_MERGE_PAGES = 100
+# After each chunk retention deletes, at most this many such steps in the parts it wrote to
+# (Store._merge_deleted_parts): a part a backlog left unmerged is merged within its first chunks.
+FTS_MERGE_STEPS_AFTER_DELETE = 10
 # The WAL is copied into the database file (checkpointed) by a thread of its own, at most this
 # often while writes come in: a checkpoint run by the writer's COMMIT (SQLite's automatic one,
 # every 10,000 pages) held appends ~100-500 ms while retention deleted a day at 2 million lines.
@@ -671,18 +674,34 @@ class Store:
         self._fts_merge_due = await self._write(lambda c: L.merge_fts(c, FTS_MERGE_PAGES))
         return self._fts_merge_due
 
+    async def _merge_deleted_parts(self, parts: frozenset[int]) -> None:
+        """Merge the parts retention just wrote deletion entries to, until they have nothing left
+        to merge or FTS_MERGE_STEPS_AFTER_DELETE steps (a transaction each) were taken.
+
+        Each chunk adds a segment of deletions to its part; FTS5 merges a level of a part that
+        reaches 16 segments at once, inside the COMMIT that made the 16th (`crisismerge`). A part
+        left unmerged by a backlog (indexed faster than merged) has levels near that: retention's
+        segments then made one COMMIT merge most of the part, ~540 ms at a million lines. Merged
+        as they come, a part's levels stay far from it."""
+        for _ in range(FTS_MERGE_STEPS_AFTER_DELETE):
+            if not parts or not await self._write(lambda c: L.merge_fts(c, FTS_MERGE_PAGES, parts)):
+                return
+            self._fts_merge_due = True
+
     async def retention_once(self) -> int:
         """Delete lines past `retention_days`, then the oldest while over `max_bytes`."""
         cutoff_us = self._now_us() - int(self.config.retention_days * 86400 * 1_000_000)
         deleted = 0
+        # Parts of the full-text index this pass empties: their entries go with the part, not line
+        # by line (no deletion entries to write, then merge; lines.delete_lines).
+        emptying = frozenset(await self._read(lambda c: L.parts_older_than(c, cutoff_us)))
         while True:
             await self._checkpoint_caught_up()
-            n = await self._write(lambda c: self._delete(c, L.older_than(c, cutoff_us, RETENTION_CHUNK)))
-            deleted += n
-            if n:
-                # Each chunk adds a segment of deletions to the index: merge as they come.
-                await self.merge_fts_once()
-            if n < RETENTION_CHUNK:
+            rows = await self._write(lambda c: self._delete(c, L.older_than(c, cutoff_us, RETENTION_CHUNK), emptying))
+            deleted += len(rows)
+            # Each chunk adds a segment of deletions to its parts: merge as they come.
+            await self._merge_deleted_parts(fts_parts_of(rows) - emptying)
+            if len(rows) < RETENTION_CHUNK:
                 break
         by_age = deleted
         if by_age:
@@ -694,12 +713,12 @@ class Store:
             target = self.config.max_bytes * SIZE_TARGET
             want = min(RETENTION_CHUNK, max(1, int(count * (used - target) / used)))
             await self._checkpoint_caught_up()
-            n = await self._write(lambda c, w=want: self._delete(c, L.oldest(c, w)))  # type: ignore[misc]
-            if n == 0:
+            rows = await self._write(lambda c, w=want: self._delete(c, L.oldest(c, w)))  # type: ignore[misc]
+            if not rows:
                 break
-            deleted += n
-            metrics.RETENTION_DELETED.labels("size").inc(n)
-            await self.merge_fts_once()
+            deleted += len(rows)
+            metrics.RETENTION_DELETED.labels("size").inc(len(rows))
+            await self._merge_deleted_parts(fts_parts_of(rows))
         if deleted:
             await self._write(L.forget_spans)
             log.info("retention deleted lines", extra={"deleted": deleted, "by_age": by_age})
@@ -726,13 +745,17 @@ class Store:
         metrics.STORE_LINES.set(count)
         metrics.STORE_MAX.set(self.config.max_bytes)
 
-    def _delete(self, conn: sqlite3.Connection, rows: list[tuple[int, int, int]]) -> int:
-        """Delete lines, first counting them as dropped for each destination that had not sent them."""
+    def _delete(
+        self, conn: sqlite3.Connection, rows: list[tuple[int, int, int]], emptying: frozenset[int] = frozenset()
+    ) -> list[tuple[int, int, int]]:
+        """Delete lines, first counting them as dropped for each destination that had not sent
+        them; returns the lines deleted."""
         for (dest_id, dest_type), n in D.account_retention(conn, rows).items():
             metrics.LINES_DROPPED.labels(dest_id, dest_type, "retention").inc(n)
         for line_id, _, _ in rows:  # deleted before they were indexed: nothing will ask
             self._fts_texts.pop(line_id, None)
-        return L.delete_lines(conn, rows)
+        L.delete_lines(conn, rows, emptying)
+        return rows
 
     async def run(self) -> None:
         """Keep the full-text index behind the head and apply retention, until cancelled.
@@ -767,6 +790,11 @@ class Store:
                 await asyncio.sleep(FTS_QUIET_SECONDS)
             else:
                 await self.wait_for_lines(watermark, 1.0)
+
+
+def fts_parts_of(rows: list[tuple[int, int, int]]) -> frozenset[int]:
+    """The full-text index's parts of these lines (id, db, kind)."""
+    return frozenset(line_id >> L.FTS_PART_SHIFT for line_id, _, _ in rows)
 
 
 def index_batch(unindexed: int, appending: bool) -> int:

@@ -42,8 +42,13 @@ def found(conn: sqlite3.Connection, q: str) -> list[str]:
 
 
 def indexed_words(conn: sqlite3.Connection) -> set[str]:
-    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.vocab USING fts5vocab(main, lines_fts, row)")
-    return {w for (w,) in conn.execute("SELECT term FROM temp.vocab")}
+    """The words of every part of the index."""
+    words: set[str] = set()
+    for part in L.fts_parts(conn):
+        vocab = f"temp.vocab_{part}"
+        conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {vocab} USING fts5vocab(main, {L.fts_table(part)}, row)")
+        words |= {w for (w,) in conn.execute(f"SELECT term FROM {vocab}")}
+    return words
 
 
 def test_the_dictionaries_of_stored_documents_never_change() -> None:
@@ -196,7 +201,7 @@ def test_the_index_merges_its_segments_apart_from_the_transactions_that_write_th
     ] * 10
 
 
-def test_a_store_of_version_7_upgrades_in_place_and_keeps_its_index(tmp_path: Path) -> None:
+def test_a_store_of_version_7_upgrades_in_place_and_its_index_is_built_again_in_parts(tmp_path: Path) -> None:
     path = tmp_path / "v7.db"
     conn = schema.connect(str(path))
     for number in range(7):
@@ -209,13 +214,20 @@ def test_a_store_of_version_7_upgrades_in_place_and_keeps_its_index(tmp_path: Pa
             "INSERT INTO lines (db, time_us, kind, group_key, fingerprint, size, doc) VALUES (?,?,?,?,?,?,?)",
             [row[: L.ROW_TEXT] for row in L.encode_rows(IDENT, [line(i, f"vacuum{i}") for i in range(3)])],
         )
-    index_all(conn)
+        # ...and indexed in the one table of version 7
+        conn.executemany("INSERT INTO lines_fts (rowid, text) VALUES (?, ?)", [(i + 1, f"vacuum{i}") for i in range(3)])
+        conn.execute("INSERT INTO kv (key, value) VALUES ('fts_indexed_upto', 3)")
     conn.close()
 
     conn = open_sync(path)
     L.register_functions(conn)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
-    assert conn.execute("SELECT v FROM lines_fts_config WHERE k = 'automerge'").fetchone() == (0,)
+    # The one index became parts (migration 13), built again from the lines: until then, scanned.
+    assert (L.fts_watermark(conn), L.fts_parts(conn)) == (0, [])
+    assert found(conn, "vacuum1") == ["vacuum1"]
+    index_all(conn)
+    assert conn.execute("SELECT v FROM lines_fts_0_config WHERE k = 'automerge'").fetchone() == (0,)
+    assert indexed_words(conn) == {"vacuum0", "vacuum1", "vacuum2"}
     assert found(conn, "vacuum1") == ["vacuum1"]
     # The upgrade gave the lines their time spans: a time filter finds them.
     window = L.LineQuery(from_us=line(1, "").time_us, to_us=line(2, "").time_us)
@@ -246,7 +258,8 @@ def test_the_index_holds_the_same_words_whether_texts_come_from_memory_or_from_d
         texts.update(zip(range(first, last + 1), (r[L.ROW_TEXT] for r in rows), strict=True))
         L.index_fts(by_memory, texts=texts)
     assert texts == {}  # each text taken once
-    by_row = "CREATE VIRTUAL TABLE temp.v USING fts5vocab(main, lines_fts, instance)"
+    assert L.fts_parts(by_doc) == L.fts_parts(by_memory) == [0]
+    by_row = "CREATE VIRTUAL TABLE temp.v USING fts5vocab(main, lines_fts_0, instance)"
     by_doc.execute(by_row)
     by_memory.execute(by_row)
     words = "SELECT term, doc FROM temp.v ORDER BY term, doc"

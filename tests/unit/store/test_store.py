@@ -263,12 +263,12 @@ async def test_retention_deletes_a_chunk_only_while_the_checkpoints_are_at_most_
         events.append(("checkpoint", began))
         return done
 
-    def deleting(conn: sqlite3.Connection, rows: list[tuple[int, int, int]]) -> int:
+    def deleting(conn: sqlite3.Connection, rows: list[tuple[int, int, int]], emptying: frozenset[int]) -> int:
         nonlocal deletes
         if rows:
             events.append(("delete", deletes))
             deletes += 1
-        return delete(conn, rows)
+        return delete(conn, rows, emptying)
 
     monkeypatch.setattr(store, "_run_checkpoint", checkpoint)
     monkeypatch.setattr(store, "_delete", deleting)
