@@ -116,7 +116,7 @@ def pick_words(entries: list[LogLine], databases: int) -> dict[str, str]:
         text = " ".join(str(getattr(e, f) or "") for f in ("message", "detail", "hint", "context", "statement"))
         df.update({w for w in _WORD.findall(text.casefold()) if len(w) >= 5 and not w.isdigit()})
     n = sum(1 for i in range(len(entries)) if (i // BATCH) % databases == 1)
-    common = min((w for w in df if w.isalpha()), key=lambda w: abs(df[w] - 0.02 * n))
+    common = min((w for w in df if w.isalpha()), key=lambda w: (abs(df[w] - 0.02 * n), w))  # ties: by name
     # The rarest word that starts no other word (the search matches prefixes): in sorted order the
     # words a word starts follow it at once.
     ordered = sorted(df)
