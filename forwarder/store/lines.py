@@ -812,19 +812,14 @@ def _drop_part(conn: sqlite3.Connection, part: int) -> None:
 
 def parts_older_than(conn: sqlite3.Connection, cutoff_us: int) -> set[int]:
     """Parts every line of which `older_than(cutoff_us)` lists (by their time spans, which only
-    over-cover) and no later line can join (ids are handed out past them)."""
-    assigned = assigned_id(conn)
-    return {
-        part
-        for part in fts_parts(conn)
-        if part_ids(part)[1] < assigned
-        and conn.execute(
-            "SELECT 1 FROM line_spans WHERE span >= ? AND span <= ?"
-            " AND (max_us >= ? OR db NOT IN (SELECT code FROM databases)) LIMIT 1",
-            (part_ids(part)[0] >> SPAN_SHIFT, part_ids(part)[1] >> SPAN_SHIFT, cutoff_us),
-        ).fetchone()
-        is None
-    }
+    over-cover) and no later line can join (ids are handed out past them). One read of the spans."""
+    complete = (assigned_id(conn) >> FTS_PART_SHIFT) - 1  # the newest part ids are no longer given in
+    past = conn.execute(
+        "SELECT span >> ? AS part FROM line_spans GROUP BY part"
+        " HAVING max(max_us) < ? AND min(db IN (SELECT code FROM databases))",
+        (FTS_PART_SHIFT - SPAN_SHIFT, cutoff_us),
+    ).fetchall()
+    return {int(part) for (part,) in past if part <= complete} & set(fts_parts(conn))
 
 
 def older_than(conn: sqlite3.Connection, cutoff_us: int, limit: int) -> list[tuple[int, int, int]]:
