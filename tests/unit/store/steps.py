@@ -1,14 +1,32 @@
-"""What the store's read tests share: how much work SQLite did, and a listing's page as ids."""
+"""What the store's tests share: a store with one database, indexing it all, how much work SQLite
+did, and a listing's page as ids."""
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import orjson
 
 from forwarder.store import lines as L
+from forwarder.store import open_sync
+
+
+def new_store(path: Path) -> sqlite3.Connection:
+    """A migrated store with the database `main` (code 1) and the read queries' functions."""
+    conn = open_sync(path)
+    L.register_functions(conn)
+    conn.execute("INSERT INTO databases (code, id, enabled, full_text, updated_at) VALUES (1, 'main', 1, 0, 0)")
+    return conn
+
+
+def index_all(conn: sqlite3.Connection) -> None:
+    """Index every stored line for full-text search."""
+    with conn:
+        while L.index_fts(conn):
+            pass
 
 
 class Steps:

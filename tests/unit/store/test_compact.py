@@ -15,6 +15,7 @@ from forwarder.model import LogLine, line_document
 from forwarder.store import lines as L
 from forwarder.store import open_sync, schema
 from forwarder.store.docs import DICTIONARY_V1, DICTIONARY_V2, FORMAT_DEFLATE_V1, pack, unpack
+from tests.unit.store.steps import index_all, new_store
 
 T0 = 1_800_000_000_000_000
 IDENT = L.Identity(1, "main", "Main", "db1.internal")
@@ -22,19 +23,6 @@ IDENT = L.Identity(1, "main", "Main", "db1.internal")
 
 def line(i: int, message: str, **kw: object) -> LogLine:
     return LogLine(time_us=T0 + i * 1_000_000, severity="LOG", kind="other", message=message, **kw)  # type: ignore[arg-type]
-
-
-def new_store(path: Path) -> sqlite3.Connection:
-    conn = open_sync(path)
-    L.register_functions(conn)
-    conn.execute("INSERT INTO databases (code, id, enabled, full_text, updated_at) VALUES (1, 'main', 1, 0, 0)")
-    return conn
-
-
-def index_all(conn: sqlite3.Connection) -> None:
-    with conn:
-        while L.index_fts(conn):
-            pass
 
 
 def found(conn: sqlite3.Connection, q: str) -> list[str]:

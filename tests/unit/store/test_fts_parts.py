@@ -4,6 +4,8 @@ every part, and a part whose range gets lines again is made again."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import orjson
@@ -12,9 +14,10 @@ import pytest
 from forwarder.clock import FakeClock
 from forwarder.config import DatabaseConfig, LogSourceConfig, StoreConfig
 from forwarder.model import LogLine
-from forwarder.store import Store, open_sync
+from forwarder.store import Store
 from forwarder.store import lines as L
 from forwarder.store.store import FTS_BATCH
+from tests.unit.store.steps import index_all, new_store
 
 T0 = 1_800_000_000_000_000
 SHIFT = 6  # parts of 64 ids, time spans of 16
@@ -31,17 +34,19 @@ def line(i: int, message: str) -> LogLine:
     return LogLine(time_us=T0 + i * 1_000_000, severity="LOG", kind="other", message=message)
 
 
-def new_store(path: Path) -> sqlite3.Connection:
-    conn = open_sync(path)
-    L.register_functions(conn)
-    conn.execute("INSERT INTO databases (code, id, enabled, full_text, updated_at) VALUES (1, 'main', 1, 0, 0)")
-    return conn
-
-
-def index_all(conn: sqlite3.Connection) -> None:
-    with conn:
-        while L.index_fts(conn):
-            pass
+@asynccontextmanager
+async def day_store(tmp_path: Path) -> AsyncIterator[tuple[Store, FakeClock, L.Identity]]:
+    """A store keeping lines a day, on a fake clock, with the database `main`."""
+    clock = FakeClock(start=T0 / 1_000_000)
+    store = Store(StoreConfig(path=tmp_path / "r.db", retention_days=1), clock)
+    await store.start()
+    try:
+        ident = await store.register_database(
+            DatabaseConfig(id="main", name="Main", host="h", log=LogSourceConfig(path="/nonexistent/*.log"))
+        )
+        yield store, clock, ident
+    finally:
+        await store.aclose()
 
 
 def found(conn: sqlite3.Connection, q: str) -> list[str]:
@@ -143,13 +148,7 @@ async def test_retention_of_a_day_drops_the_parts_it_empties(tmp_path: Path, mon
     texts_made: list[str] = []  # a deleted line's index entries are found from its text, made again
     search_text = L.search_text
     monkeypatch.setattr(L, "search_text", lambda doc: texts_made.append("") or search_text(doc))
-    clock = FakeClock(start=T0 / 1_000_000)
-    store = Store(StoreConfig(path=tmp_path / "r.db", retention_days=1), clock)
-    await store.start()
-    try:
-        ident = await store.register_database(
-            DatabaseConfig(id="main", name="Main", host="h", log=LogSourceConfig(path="/nonexistent/*.log"))
-        )
+    async with day_store(tmp_path) as (store, clock, ident):
         # 300 lines a minute apart (ids 1-300); a day after line 240, the lines before it go
         await store.append(ident, [line(i * 60, f"word{i} common") for i in range(300)], [], 0)
         while await store.index_once(FTS_BATCH):
@@ -167,21 +166,13 @@ async def test_retention_of_a_day_drops_the_parts_it_empties(tmp_path: Path, mon
         assert [orjson.loads(d)["message"] for d in page.docs] == [
             f"word{i} common" for i in range(299, cutoff_line - 1, -1)
         ]
-    finally:
-        await store.aclose()
 
 
 async def test_retention_merges_the_parts_it_deleted_from_before_they_pile_up_segments(tmp_path: Path) -> None:
     # A backlog indexed faster than merged leaves a part's levels full of segments; each chunk
     # retention deletes adds one more, and FTS5 merges a level that reaches 16 within the COMMIT
     # that made it (~540 ms at a million lines). Retention merges the parts it deleted from.
-    clock = FakeClock(start=T0 / 1_000_000)
-    store = Store(StoreConfig(path=tmp_path / "r.db", retention_days=1), clock)
-    await store.start()
-    try:
-        ident = await store.register_database(
-            DatabaseConfig(id="main", name="Main", host="h", log=LogSourceConfig(path="/nonexistent/*.log"))
-        )
+    async with day_store(tmp_path) as (store, clock, ident):
         await store.append(ident, [line(i * 60, f"word{i} common") for i in range(60)], [], 0)
         while await store.index_once(6):  # 10 segments in part 0 (ids 1-60), none merged
             pass
@@ -190,5 +181,3 @@ async def test_retention_merges_the_parts_it_deleted_from_before_they_pile_up_se
         assert not await store.write(lambda c: L.merge_fts(c, 100, {0}))  # nothing left to merge
         page = await store.list_lines(ident.code, L.LineQuery(q="common", limit=1000))
         assert len(page.docs) == 50
-    finally:
-        await store.aclose()
