@@ -415,6 +415,16 @@ def part_ids(part: int) -> tuple[int, int]:
     return part << FTS_PART_SHIFT, ((part + 1) << FTS_PART_SHIFT) - 1
 
 
+def parts_of(rows: Sequence[tuple[int, int, int]]) -> frozenset[int]:
+    """The parts of these lines (id, db, kind)."""
+    return frozenset(line_id >> FTS_PART_SHIFT for line_id, _, _ in rows)
+
+
+def _parts_between(conn: sqlite3.Connection, low: int, high: int) -> list[int]:
+    """The parts, ascending, that hold ids in (low, high]."""
+    return [part for part in fts_parts(conn) if part_ids(part)[1] > low and part_ids(part)[0] <= high]
+
+
 def _add_part(conn: sqlite3.Connection, part: int) -> None:
     table = fts_table(part)
     conn.execute(f"CREATE VIRTUAL TABLE {table} USING fts5 ({FTS_COLUMNS})")
@@ -477,7 +487,7 @@ def _fts_hits(conn: sqlite3.Connection, match: str, low: int, high: int, order: 
     """Ids of the first `limit` index entries in `order` with low < id <= high matching `match`,
     read part by part (a part is one id range, so their order is the parts' order)."""
     hits: list[int] = []
-    parts = [p for p in fts_parts(conn) if part_ids(p)[1] > low and part_ids(p)[0] <= high]
+    parts = _parts_between(conn, low, high)
     for part in parts if order == "ASC" else reversed(parts):
         table = fts_table(part)
         hits += [
@@ -496,7 +506,7 @@ def _fts_hits(conn: sqlite3.Connection, match: str, low: int, high: int, order: 
 def _fts_ids(conn: sqlite3.Connection, match: str, low: int, high: int) -> tuple[str, list[object]]:
     """A subquery of the ids whose index entries match `match` in the parts that hold ids in
     (low, high], and its parameters (an `IN` reads them once)."""
-    parts = [p for p in fts_parts(conn) if part_ids(p)[1] > low and part_ids(p)[0] <= high]
+    parts = _parts_between(conn, low, high)
     if not parts:
         return "SELECT NULL WHERE 0", []
     selects = [f"SELECT rowid FROM {fts_table(p)} WHERE {fts_table(p)} MATCH ?" for p in parts]
@@ -798,7 +808,7 @@ def delete_lines(conn: sqlite3.Connection, rows: list[tuple[int, int, int]], emp
                 ],
             )
     conn.executemany("DELETE FROM lines WHERE id = ?", [(r[0],) for r in rows])
-    for part in {r[0] >> FTS_PART_SHIFT for r in rows}:
+    for part in parts_of(rows):
         first, last = part_ids(part)
         if conn.execute("SELECT 1 FROM lines WHERE id >= ? AND id <= ?", (first, last)).fetchone() is None:
             _drop_part(conn, part)

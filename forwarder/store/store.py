@@ -700,7 +700,7 @@ class Store:
             rows = await self._write(lambda c: self._delete(c, L.older_than(c, cutoff_us, RETENTION_CHUNK), emptying))
             deleted += len(rows)
             # Each chunk adds a segment of deletions to its parts: merge as they come.
-            await self._merge_deleted_parts(fts_parts_of(rows) - emptying)
+            await self._merge_deleted_parts(L.parts_of(rows) - emptying)
             if len(rows) < RETENTION_CHUNK:
                 break
         by_age = deleted
@@ -718,7 +718,7 @@ class Store:
                 break
             deleted += len(rows)
             metrics.RETENTION_DELETED.labels("size").inc(len(rows))
-            await self._merge_deleted_parts(fts_parts_of(rows))
+            await self._merge_deleted_parts(L.parts_of(rows))
         if deleted:
             await self._write(L.forget_spans)
             log.info("retention deleted lines", extra={"deleted": deleted, "by_age": by_age})
@@ -790,11 +790,6 @@ class Store:
                 await asyncio.sleep(FTS_QUIET_SECONDS)
             else:
                 await self.wait_for_lines(watermark, 1.0)
-
-
-def fts_parts_of(rows: list[tuple[int, int, int]]) -> frozenset[int]:
-    """The full-text index's parts of these lines (id, db, kind)."""
-    return frozenset(line_id >> L.FTS_PART_SHIFT for line_id, _, _ in rows)
 
 
 def index_batch(unindexed: int, appending: bool) -> int:
