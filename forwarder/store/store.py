@@ -732,7 +732,8 @@ class Store:
         COMMIT that crossed it copied the rest, holding appends 60-110 ms each time (timed per
         transaction, deleting a day). Paced so, the checkpoint thread stays about one chunk
         behind and that COMMIT copies only what is left: 30-50 ms. Retention's longest append gap
-        is then set by single merge steps of the full-text index (~100-130 ms, README)."""
+        was then set by single merge steps of the one full-text index (~100-130 ms); with the
+        index in parts, it is ~20-40 ms over the gap without retention (README)."""
         while self._checkpoint is not None:  # the one awaited may be followed by one its timer started
             await self.checkpoint_finished()
         if self._unchecked_writes and self._checkpointer_open:
