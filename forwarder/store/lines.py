@@ -415,9 +415,14 @@ def part_ids(part: int) -> tuple[int, int]:
     return part << FTS_PART_SHIFT, ((part + 1) << FTS_PART_SHIFT) - 1
 
 
+def part_of(line_id: int) -> int:
+    """The part a line's index entries are in."""
+    return line_id >> FTS_PART_SHIFT
+
+
 def parts_of(rows: Sequence[tuple[int, int, int]]) -> frozenset[int]:
     """The parts of these lines (id, db, kind)."""
-    return frozenset(line_id >> FTS_PART_SHIFT for line_id, _, _ in rows)
+    return frozenset(part_of(line_id) for line_id, _, _ in rows)
 
 
 def _parts_between(conn: sqlite3.Connection, low: int, high: int) -> list[int]:
@@ -446,7 +451,7 @@ def index_fts(conn: sqlite3.Connection, batch: int = 2000, texts: MutableMapping
         return 0
     known = {} if texts is None else texts
     parts = set(fts_parts(conn))
-    for part, of_part in itertools.groupby(rows, key=lambda r: int(r[0]) >> FTS_PART_SHIFT):
+    for part, of_part in itertools.groupby(rows, key=lambda r: part_of(int(r[0]))):
         if part not in parts:
             _add_part(conn, part)
         conn.executemany(
@@ -793,7 +798,7 @@ def delete_lines(conn: sqlite3.Connection, rows: list[tuple[int, int, int]], emp
     watermark = fts_watermark(conn)
     by_part: dict[int, list[int]] = {}
     for line_id, _, _ in rows:
-        if line_id <= watermark and (part := line_id >> FTS_PART_SHIFT) not in emptying:
+        if line_id <= watermark and (part := part_of(line_id)) not in emptying:
             by_part.setdefault(part, []).append(line_id)
     for part, indexed in by_part.items():
         for start in range(0, len(indexed), 500):
@@ -823,7 +828,7 @@ def _drop_part(conn: sqlite3.Connection, part: int) -> None:
 def parts_older_than(conn: sqlite3.Connection, cutoff_us: int) -> set[int]:
     """Parts every line of which `older_than(cutoff_us)` lists (by their time spans, which only
     over-cover) and no later line can join (ids are handed out past them). One read of the spans."""
-    complete = (assigned_id(conn) >> FTS_PART_SHIFT) - 1  # the newest part ids are no longer given in
+    complete = part_of(assigned_id(conn)) - 1  # the newest part ids are no longer given in
     past = conn.execute(
         "SELECT span >> ? AS part FROM line_spans GROUP BY part"
         " HAVING max(max_us) < ? AND min(db IN (SELECT code FROM databases))",
