@@ -7,10 +7,11 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Final, Literal, NamedTuple, get_args
+
+from forwarder.blake2 import blake2b
 
 Kind = Literal[
     "error",
@@ -141,7 +142,7 @@ def group_key(kind: str, message: str, fingerprint: str | None = None) -> int:
 def _group_key(kind: str, message: str, fingerprint: str | None) -> int:
     # "\x01" keeps a fingerprint apart from message text (PostgreSQL's messages never start with it).
     template = "\x01" + fingerprint if kind == "slow_query" and fingerprint else _DIGITS.sub("0", message)
-    digest = hashlib.blake2b(f"{kind}\x00{template}".encode(), digest_size=8).digest()
+    digest = blake2b(f"{kind}\x00{template}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
 
 

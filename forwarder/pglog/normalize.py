@@ -46,12 +46,13 @@ it may crash on (see `_MAX_PARSE`) a second time.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable
 from typing import Final
 
 import pgparse  # type: ignore[import-not-found]  # a C extension without type stubs
+
+from forwarder.blake2 import blake2b
 
 # Typed once here (and bound, which saves two attribute lookups per statement).
 _PG_NORMALIZE: Final[Callable[[str], str]] = pgparse.normalize
@@ -379,7 +380,7 @@ def fingerprint(normalized: str) -> str:
     return _hash(normalized)
 
 
-_BLAKE2B: Final = hashlib.blake2b
+_BLAKE2B: Final = blake2b
 
 
 def _hash(text: str) -> str:
