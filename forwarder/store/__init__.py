@@ -8,17 +8,28 @@ prometheus-client).
 from typing import TYPE_CHECKING, Any
 
 from forwarder.store.lines import Group, Identity, LineQuery, Page
-from forwarder.store.state import ApiKey, DatabaseSettings, Role, SourceFile
 
 if TYPE_CHECKING:
+    from forwarder.store.state import ApiKey, DatabaseSettings, Role, SourceFile
     from forwarder.store.store import Store, open_sync
+
+# Loaded on first use, like `Store`: `state` imports hashlib, hmac and secrets (OpenSSL's libcrypto,
+# ~3.4 MB) for API keys, which a parse worker never handles.
+_LAZY = {
+    "Store": "store",
+    "open_sync": "store",
+    "ApiKey": "state",
+    "DatabaseSettings": "state",
+    "Role": "state",
+    "SourceFile": "state",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("Store", "open_sync"):
-        from forwarder.store import store
+    if module := _LAZY.get(name):
+        import importlib
 
-        return getattr(store, name)
+        return getattr(importlib.import_module(f"forwarder.store.{module}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import itertools
 import re
-import sqlite3
 import unicodedata
 from collections.abc import MutableMapping, Sequence, Set
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 import orjson
 
 from forwarder.model import KINDS, Kind, LogLine, format_time, group_key, line_document
 from forwarder.store.docs import is_plain, pack, unpack
+
+if TYPE_CHECKING:
+    import sqlite3  # the daemon's connections; a parse worker, which only encodes rows, never loads it
 
 KIND_CODE: Final[dict[str, int]] = {kind: code for code, kind in enumerate(KINDS)}
 TEXT_FIELDS: Final = ("message", "detail", "hint", "context", "statement")

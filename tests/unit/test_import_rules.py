@@ -19,7 +19,7 @@ PACKAGE = ROOT / "forwarder"
 
 # layer -> (what it may import of the daemon, or None for "anything but the forbidden"; what it must not)
 RULES: dict[str, tuple[tuple[str, ...] | None, tuple[str, ...]]] = {
-    "forwarder.pglog": (("forwarder.model", "forwarder.pglog"), ()),
+    "forwarder.pglog": (("forwarder.model", "forwarder.pglog", "forwarder.blake2"), ()),
     "forwarder.sinks": (None, ("forwarder.delivery", "forwarder.store", "forwarder.api")),
     "forwarder.store": (None, ("forwarder.delivery", "forwarder.api", "forwarder.sinks")),
     "forwarder.delivery": (None, ("forwarder.api",)),
@@ -117,3 +117,33 @@ def test_the_daemon_process_does_not_load_the_parser() -> None:
     loaded = set(ast.literal_eval(out.stdout.strip()))
     assert loaded.isdisjoint({"forwarder.pglog.entry", "forwarder.pglog.redact", "forwarder.pglog.normalize"}), loaded
     assert "forwarder.pglog.prefix" in loaded  # the config's prefix check ran
+
+
+def test_the_parse_worker_loads_none_of_the_daemons_libraries() -> None:
+    # The worker's memory counts in the daemon's footprint (parse_worker's docstring): parsing and
+    # encoding a real PostgreSQL 15 log (a fixture with statements, so normalization and group
+    # keys run) must not load the daemon's libraries, nor OpenSSL's libcrypto (hashlib's
+    # `_hashlib`, ~3.4 MB: forwarder.blake2) or SQLite (the store's connections are the daemon's).
+    log = ROOT / "tests" / "unit" / "pglog" / "fixtures" / "pg15_stderr_for_cri.log"
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from forwarder.sources.parse_worker import ReaderSpec, w_call, w_open\n"
+        "from forwarder.store.lines import Identity\n"
+        "w_open(1, ReaderSpec('stderr', '%m [%p] %q%u@%d ', 'UTC', Identity(1, 'm', 'm', 'h')), False)\n"
+        "rows = w_call(1, 'feed', False, Path(sys.argv[1]).read_bytes(), 0.0).rows\n"
+        "rows += w_call(1, 'flush', False, b'', 0.0).rows\n"
+        "print(len(rows), sorted(sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(log)], capture_output=True, text=True, timeout=60, cwd=ROOT, check=True
+    )
+    count, modules = out.stdout.split(" ", 1)
+    assert int(count) >= 10  # the fixture's entries were parsed and encoded
+    loaded = set(ast.literal_eval(modules))
+    daemons = {"aiohttp", "pydantic", "prometheus_client", "asyncio", "multiprocessing", "jinja2", "cryptography"}
+    assert loaded.isdisjoint(daemons | {"_hashlib", "ssl", "sqlite3", "_sqlite3"}), sorted(
+        loaded & (daemons | {"_hashlib", "ssl", "sqlite3", "_sqlite3"})
+    )
+    assert loaded.isdisjoint({"forwarder.metrics", "forwarder.store.store", "forwarder.store.state"})
+    assert {"forwarder.pglog.normalize", "pgparse", "zstandard"} <= loaded  # it did the work
