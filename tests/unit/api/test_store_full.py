@@ -61,8 +61,9 @@ async def test_a_full_store_is_not_ready_and_says_disk_full_until_it_writes_agai
     await limit_pages(store, 1 << 30)  # space is freed
 
     async def stored() -> bool:
-        return (await readyz(api))[0] == 200 and store.head_id >= n - 1  # the last line is pending
+        # The last line is pending. The source's state comes back at the end of the poll whose
+        # write succeeded, a moment after the store is writable and the lines are in it.
+        return (await readyz(api))[0] == 200 and store.head_id >= n - 1 and (await source(api))["state"] == "reading"
 
-    await eventually(stored, "the lines to be stored and /readyz to answer 200")
-    assert (await source(api))["state"] == "reading"
+    await eventually(stored, "the lines to be stored, /readyz to answer 200 and the source to read again")
     assert "forwarder_store_writable 1.0" in await metrics_text(api)
