@@ -3,10 +3,10 @@
 A worker is a child process of the daemon (forwarder/sources/parsing.py starts it) that runs
 `serve()`; it imports this module and what the calls it unpickles need, and nothing more: the
 daemon's metrics (prometheus-client), asyncio, aiohttp, pydantic and multiprocessing stay out of
-it, nor OpenSSL's libcrypto (forwarder.blake2) or SQLite. Keeping the worker small matters because
-its memory counts in the daemon's footprint: this module and pglog cost ~18 MB of resident memory
-(21.5 while hashlib and sqlite3 came along), the daemon-side `parsing` module ~30 MB (python -X
-importtime, ru_maxrss).
+it, and so do OpenSSL's libcrypto (see forwarder.blake2) and SQLite. Keeping the worker small
+matters because its memory counts in the daemon's footprint: this module and pglog cost ~18 MB of
+resident memory (21.5 while hashlib and sqlite3 came along), the daemon-side `parsing` module
+~30 MB (python -X importtime, ru_maxrss). tests/unit/test_import_rules.py checks what it loads.
 
 The worker keeps the readers' state (pending entries) in `_READERS`, by handle.
 """
