@@ -630,6 +630,11 @@ class DatabaseFollower(Follower):
             return
         await self._store.append_rows(self.identity, lines, offsets, raw)
         self._count_stored(lines)
+        if self.status.state == "error":
+            # An earlier poll failed (a full disk) and this write worked: say so now. The rest of the
+            # status comes at the end of this poll, which may first read the whole backlog that
+            # piled up meanwhile.
+            self.status = replace(self.status, state="reading", reason=None)
 
     async def _commit(self, lines: list[Row], files: list[_File]) -> None:
         """Store lines and the offsets they take each file to, in one transaction."""

@@ -99,6 +99,38 @@ async def test_a_full_store_closes_the_dropped_readers_logs_at_a_bounded_rate_an
     assert "the store writes again" in caplog.messages and "reading the log works again" in caplog.messages
 
 
+async def test_the_status_says_reading_again_with_the_first_write_that_works(
+    store: Store, clock: FakeClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # After a full disk the log has piled up: the poll that finds space again reads it all in
+    # batches, and the overview must not say "disk full" until that backlog is stored.
+    monkeypatch.setattr(tail, "APPEND_LINES", 100)
+    monkeypatch.setattr(tail, "FEED_LINES", 25)
+    n = 500
+    (tmp_path / "pg.log").write_bytes(b"".join(entry(i) for i in range(n)))
+    f = await follower(store, str(tmp_path / "*.log"), clock)
+    await limit_pages(store, 1)
+    await f.poll_or_start_over()
+    assert f.status.state == "error" and (f.status.reason or "").startswith("disk full")
+
+    await limit_pages(store, 1 << 30)  # space is freed
+    seen: list[tuple[str, str | None]] = []  # the status as each batch of the next poll is stored
+    real_append = store.append_rows
+
+    async def recording(identity: Identity, rows: Sequence[Row], files: Sequence[SourceFile], raw: int) -> int:
+        seen.append((f.status.state, f.status.reason))
+        return await real_append(identity, rows, files, raw)
+
+    monkeypatch.setattr(store, "append_rows", recording)
+    await f.poll_or_start_over()
+    assert len(seen) >= 4  # the backlog took several batches
+    assert seen[0][0] == "error"  # nothing stored yet in this poll
+    assert seen[1:] == [("reading", None)] * (len(seen) - 1)
+    assert f.status.state == "reading"
+    await f.drain()
+    assert len(await all_messages(store)) == n
+
+
 async def test_a_failed_commit_leaves_no_transaction_open(store: Store) -> None:
     """A COMMIT that fails (ENOSPC writing the WAL; here a deferred constraint, which fails the same
     way at COMMIT) is rolled back: the store's next write works instead of failing for good."""
