@@ -380,8 +380,5 @@ def fingerprint(normalized: str) -> str:
     return _hash(normalized)
 
 
-_BLAKE2B: Final = blake2b
-
-
 def _hash(text: str) -> str:
-    return _BLAKE2B(text.encode("utf-8", "replace"), digest_size=8).hexdigest()
+    return blake2b(text.encode("utf-8", "replace"), digest_size=8).hexdigest()
