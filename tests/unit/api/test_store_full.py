@@ -61,8 +61,8 @@ async def test_a_full_store_is_not_ready_and_says_disk_full_until_it_writes_agai
     await limit_pages(store, 1 << 30)  # space is freed
 
     async def stored() -> bool:
-        # The last line is pending. The source's state comes back at the end of the poll whose
-        # write succeeded, a moment after the store is writable and the lines are in it.
+        # The last line is pending. The source's state comes back once the follower resumes after
+        # its first write that works, a moment after the store is writable and the lines are in it.
         return (await readyz(api))[0] == 200 and store.head_id >= n - 1 and (await source(api))["state"] == "reading"
 
     await eventually(stored, "the lines to be stored, /readyz to answer 200 and the source to read again")
