@@ -120,7 +120,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--lines", type=int, default=500_000, help="physical lines to generate (default 500000)")
     ap.add_argument("--file", help="a stderr log to read instead of generating one")
-    ap.add_argument("--prefix", default=PREFIX, help=f"log_line_prefix of --file (default {PREFIX!r})")
+    # argparse %-formats help texts: the prefix's own % are doubled.
+    prefix_help = f"log_line_prefix of --file (default {PREFIX!r})".replace("%", "%%")
+    ap.add_argument("--prefix", default=PREFIX, help=prefix_help)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=3, help="runs; the best is reported (default 3)")
     ap.add_argument("--profile", action="store_true", help="print a cProfile of one run instead")

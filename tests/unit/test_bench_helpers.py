@@ -99,3 +99,16 @@ def test_the_rare_word_is_in_the_queried_database_and_starts_no_other_word() -> 
     assert words["rare_word"] == "ordersarchive"  # "orders" starts another word; "zebra123" sorts later
     assert words["common_word"] == "relation"  # the nearest to 2% of db1's entries; "unique" is db0's
     assert words["absent_word"] == api.ABSENT_WORD
+
+
+def test_every_benchmark_prints_its_help() -> None:
+    """`--help` is how a user finds a benchmark's options; argparse fails on a help text with a bare `%`."""
+    import subprocess
+    import sys
+
+    scripts = sorted(p for p in BENCH.glob("*.py") if "argparse" in p.read_text())
+    assert scripts
+    for script in scripts:
+        done = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, f"{script.name}: {done.stderr[-300:]}"
+        assert "usage:" in done.stdout
