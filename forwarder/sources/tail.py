@@ -606,15 +606,19 @@ class DatabaseFollower(Follower):
         await f.reader.aclose()
         f.close()
 
-    def _prepare(self, lines: list[Row], files: list[_File]) -> tuple[list[Row], list[SourceFile], int]:
-        """Snapshot what to store: the lines and each file's offset right after them.
+    def _prepare(self, lines: list[Row], files: list[_File]) -> tuple[list[Row], list[SourceFile], int, str | None]:
+        """Snapshot what to store: the lines, each file's offset right after them, the raw bytes
+        they took, and the last of `files` whose reader has seen the configured format (or None).
 
         Taken synchronously, so the offsets match the lines even while the next chunk is parsed;
         `f.committed` moves now (a failed write makes `run` start over from the stored offsets).
         """
         offsets = []
         raw = 0
+        in_format = None
         for f in files:
+            if f.reader.lines_matched:
+                in_format = f.path
             new = f.base + f.reader.committed_offset
             if new != f.committed or not f.stored:
                 raw += max(0, new - f.committed)
@@ -623,18 +627,24 @@ class DatabaseFollower(Follower):
                 f.committed = new
                 f.stored = True
                 self._known[(f.dev, f.ino)] = sf
-        return lines, offsets, raw
+        return lines, offsets, raw, in_format
 
-    async def _write(self, lines: list[Row], offsets: list[SourceFile], raw: int) -> None:
+    async def _write(self, lines: list[Row], offsets: list[SourceFile], raw: int, in_format: str | None) -> None:
+        """Store a snapshot of `_prepare`; the status says "reading" from the first write that works.
+
+        The rest of the status comes at the end of the poll, which may first read a whole backlog
+        (minutes for a few GB): after a failed poll (a full disk), what piled up meanwhile; at the
+        start, the log as it is. A first poll says "reading" only once a line of the written file
+        is in the configured format, so a wrong `line_prefix` never shows as "reading".
+        """
         if not lines and not offsets:
             return
         await self._store.append_rows(self.identity, lines, offsets, raw)
         self._count_stored(lines)
         if self.status.state == "error":
-            # An earlier poll failed (a full disk) and this write worked: say so now. The rest of the
-            # status comes at the end of this poll, which may first read the whole backlog that
-            # piled up meanwhile.
             self.status = replace(self.status, state="reading", reason=None)
+        elif self.status.state == "starting" and in_format is not None:
+            self.status = replace(self.status, state="reading", file=in_format)
 
     async def _commit(self, lines: list[Row], files: list[_File]) -> None:
         """Store lines and the offsets they take each file to, in one transaction."""

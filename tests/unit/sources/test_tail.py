@@ -16,6 +16,7 @@ import pytest
 from forwarder.clock import FakeClock
 from forwarder.config import DatabaseConfig, LogSourceConfig
 from forwarder.pglog import WHOLE_WRITE_BYTES
+from forwarder.sources import tail
 from forwarder.sources.tail import PAGE_BYTES, ROTATE_WAIT_SECONDS, DatabaseFollower
 from forwarder.store import LineQuery, Store
 from tests.harness import all_messages
@@ -127,6 +128,50 @@ async def test_format_mismatch_is_reported(store: Store, tmp_path: Path) -> None
     await f.poll()
     assert f.status.state == "format_mismatch" and "'%m [%p] '" in (f.status.reason or "")
     assert len(await messages(store)) == 30  # each kept as kind `other`
+
+
+def record_states(f: DatabaseFollower, store: Store, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str | None]]:
+    """The follower's (state, file) as each batch is handed to the store, in a list that grows."""
+    seen: list[tuple[str, str | None]] = []
+    real_append = store.append_rows
+
+    async def recording(*args: Any) -> int:
+        seen.append((f.status.state, f.status.file))
+        return await real_append(*args)
+
+    monkeypatch.setattr(store, "append_rows", recording)
+    return seen
+
+
+async def test_a_first_poll_through_a_backlog_says_reading_from_its_first_stored_batch(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A first start on a log of a few GB reads for minutes in one poll: the overview says which
+    # file is being read as soon as lines of it are stored, not "starting" until the poll ends.
+    monkeypatch.setattr(tail, "APPEND_LINES", 100)
+    monkeypatch.setattr(tail, "FEED_LINES", 25)
+    log = tmp_path / "pg.log"
+    log.write_bytes(b"".join(entry(i) for i in range(300)))
+    f = await follower(store, str(tmp_path / "*.log"))
+    seen = record_states(f, store, monkeypatch)
+    await f.poll()
+    assert len(seen) >= 3
+    assert seen[0] == ("starting", None)  # nothing stored yet
+    assert seen[1:] == [("reading", str(log))] * (len(seen) - 1)
+    assert f.status.state == "reading" and f.status.file == str(log)
+
+
+async def test_a_first_poll_in_the_wrong_format_never_says_reading(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tail, "APPEND_LINES", 10)
+    monkeypatch.setattr(tail, "FEED_LINES", 5)
+    (tmp_path / "pg.log").write_bytes(b"".join(b"Nov 22 10:00:00 host postgres[1]: LOG:  x\n" for _ in range(60)))
+    f = await follower(store, str(tmp_path / "*.log"))
+    seen = record_states(f, store, monkeypatch)
+    await f.poll()
+    assert len(seen) >= 3 and {state for state, _ in seen} == {"starting"}
+    assert f.status.state == "format_mismatch"
 
 
 async def test_other_programs_in_a_syslog_file_are_no_format_mismatch(store: Store, tmp_path: Path) -> None:
