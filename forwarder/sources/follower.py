@@ -99,6 +99,10 @@ class Follower:
 
     def apply_settings(self, enabled: bool, full_text: bool) -> None:
         """Take new settings now: a disabled database stops reading (its position kept)."""
+        if enabled and not self.enabled and self._status.state == "disabled":
+            # Reading resumes at the next poll, which may first read all that was written while it
+            # was off: "starting" until it stores a line of it, not "disabled" until it ends.
+            self.status = SourceStatus()
         self.enabled = enabled
         self._full_text = full_text
         for reader in self._open_readers():

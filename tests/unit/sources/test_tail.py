@@ -331,6 +331,33 @@ async def test_the_status_says_disabled_as_soon_as_reading_is_disabled(store: St
     assert f.status.state == "reading"
 
 
+async def test_a_source_enabled_again_says_starting_then_reading_while_it_catches_up(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tail, "APPEND_LINES", 100)
+    monkeypatch.setattr(tail, "FEED_LINES", 25)
+    log = tmp_path / "pg.log"
+    log.write_bytes(entry(0))
+    f = await follower(store, str(log))
+    f.apply_settings(enabled=False, full_text=False)
+    run = asyncio.create_task(f.run())
+    try:
+        while f._status.state != "disabled":  # the reader's loop came round
+            await asyncio.sleep(0.001)
+        with log.open("ab") as out:  # written while reading was off
+            out.write(b"".join(entry(i) for i in range(1, 300)))
+        seen = record_states(f, store, monkeypatch)
+        f.apply_settings(enabled=True, full_text=False)
+        assert f.status.state == "starting"
+        while len(await messages(store)) < 300:
+            await asyncio.sleep(0.001)
+    finally:
+        f.stop()
+        await asyncio.wait_for(run, 10)
+    assert len(seen) >= 3 and seen[0] == ("starting", None)
+    assert set(seen[1:]) == {("reading", str(log))}  # not "disabled" until the catch-up ends
+
+
 async def test_a_stop_in_the_middle_of_a_backlog_stores_whole_entries_and_the_rest_follows(
     store: Store, tmp_path: Path
 ) -> None:
