@@ -18,7 +18,7 @@ import zoneinfo
 from collections.abc import Mapping
 from pathlib import Path
 from types import NoneType, UnionType
-from typing import Annotated, Any, Union, get_args, get_origin
+from typing import Annotated, Any, Final, Union, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -70,8 +70,13 @@ class ConfigError(Exception):
         self.problems = problems
 
 
+MAX_RETENTION_DAYS: Final = 100_000  # ~274 years: now minus that, in microseconds, is still an SQLite integer
+
+
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # TOML has inf and nan: no setting means anything by them, and an infinite number of seconds or
+    # days fails where it is turned into an integer (a timer, an SQLite bound), not here.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class ServerConfig(_Section):
@@ -102,7 +107,11 @@ class StoreConfig(_Section):
     """The embedded SQLite store."""
 
     path: Path = Field(Path("var/forwarder.db"), description="SQLite database file (WAL mode).")
-    retention_days: float = Field(7.0, gt=0, description="Lines older than this are deleted.")
+    # Bounded so the cutoff (now minus this, in microseconds) is a date and an SQLite integer: 1e9
+    # days, meant as "forever", stopped retention and the insights' own clean-up at the first pass.
+    retention_days: float = Field(
+        7.0, gt=0, le=MAX_RETENTION_DAYS, description="Lines older than this are deleted (at most 100,000: ~274 years)."
+    )
     max_bytes: int = Field(
         1 << 30, ge=1 << 20, description="Size cap of the store; the oldest lines are deleted beyond it."
     )

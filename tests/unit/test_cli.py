@@ -61,6 +61,23 @@ def test_check_config_names_every_mistake_by_its_toml_path(tmp_path: Path) -> No
     assert "Extra inputs are not permitted" in out.stderr and "unknown time zone 'Mars/Olympus'" in out.stderr
 
 
+def test_check_config_refuses_numbers_no_setting_can_take(tmp_path: Path) -> None:
+    # 1e9 days (meant as "keep forever") stopped retention and the insights' clean-up at their first
+    # pass; TOML's inf and nan are no number of seconds or days either.
+    path = tmp_path / "numbers.toml"
+    path.write_text("[server]\nheader_timeout_seconds = inf\n[store]\nretention_days = 1e9\n")
+    out = run("check-config", str(path))
+    assert out.returncode == 78
+    problems = dict(line.split(": ", 2)[1:] for line in out.stderr.splitlines())
+    assert problems == {
+        "server.header_timeout_seconds": "Input should be a finite number",
+        "store.retention_days": "Input should be less than or equal to 100000",
+    }
+    path.write_text("[store]\nretention_days = 100000\nretention_interval_seconds = nan\n")
+    out = run("check-config", str(path))
+    assert out.returncode == 78 and out.stderr.count("\n") == 1 and "store.retention_interval_seconds" in out.stderr
+
+
 def test_check_config_refuses_escapes_postgresql_does_not_have(tmp_path: Path) -> None:
     path = tmp_path / "prefix.toml"
     db = '[[databases]]\nid = "{id}"\nname = "{id}"\nlog = {{ path = "/x/*.log", line_prefix = "{prefix}" }}\n'
