@@ -20,9 +20,10 @@ import functools
 import itertools
 import logging
 import signal
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from forwarder.api.context import ApiContext, DatabaseView, SourceView
 from forwarder.api.server import ApiServer
@@ -70,6 +71,11 @@ def _ask_service(
 
 class StartupFailed(Exception):
     """The daemon could not start (exit code 3); the message says why, never a secret."""
+
+
+class PartFailed(Exception):
+    """A part of the running daemon (a reader, the store's upkeep, the insights, the alerts) ended
+    with an error; the daemon logged it, stopped cleanly, and exits 70 for a restart."""
 
 
 @dataclass(slots=True)
@@ -130,6 +136,7 @@ class Daemon:
         self._ask_task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._reload = asyncio.Event()
+        self._failed: str | None = None  # the name of a part that ended with an error (`_supervised`)
 
     @property
     def port(self) -> int:
@@ -144,7 +151,7 @@ class Daemon:
         self._workers = [ParseWorker() for _ in range(self.config.ingest.parse_workers)]
         for db in self.config.databases:
             await self._start_database(db)
-        self._store_task = asyncio.create_task(self.store.run(), name="store")
+        self._store_task = self._supervised(self.store.run(), "store")
         if self.config.insights.enabled:
             self.insights = Insights(
                 self.store,
@@ -152,9 +159,9 @@ class Daemon:
                 retention_days=self.config.store.retention_days,
                 max_queries=self.config.insights.max_queries,
             )
-            self._insights_task = asyncio.create_task(self.insights.run(), name="insights")
+            self._insights_task = self._supervised(self.insights.run(), "insights")
         self.alerts = AlertEvaluator(self.store, self.clock, self.config.alerts, self._database_codes())
-        self._alerts_task = asyncio.create_task(self.alerts.run(), name="alerts")
+        self._alerts_task = self._supervised(self.alerts.run(), "alerts")
         box = SecretBox(load_key(self.config.security.secrets_key_file))
         self.delivery = DeliveryManager(
             self.store, self.clock, box, self.config.security.networks(), resolver=self._resolver
@@ -172,13 +179,33 @@ class Daemon:
         )
         expiry = ConversationExpiry(self.store, self.clock)
         self._ctx.ask_service = functools.partial(_ask_service, self.config.ask, self._ctx, box, self.clock, expiry)
-        self._ask_task = asyncio.create_task(expiry.run(), name="ask-expiry")
+        self._ask_task = self._supervised(expiry.run(), "ask-expiry")
         self.api = ApiServer(self._ctx)
         await self.api.start()
         log.info(
             "forwarder ready",
             extra={"host": self.config.server.host, "port": self.api.port, "databases": len(self.registry.by_id)},
         )
+
+    def _supervised(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        """A task that runs until the daemon stops it. One that ends with an error has stopped doing
+        what the daemon promises (reading a log, retention and the text index, insights, alerts)
+        while the API still answers: it is logged at once and the daemon stops, cleanly, with exit
+        70, for the service manager to start it again (systemd's Restart=on-failure)."""
+        task = asyncio.create_task(work, name=name)
+
+        def ended(t: asyncio.Task[None]) -> None:
+            if t.cancelled() or (exc := t.exception()) is None:
+                return  # stopped on purpose
+            if self._stop.is_set():  # the daemon is stopping anyway (maybe for an earlier failure)
+                log.warning("a part of the daemon failed while stopping", exc_info=exc, extra={"part": name})
+                return
+            log.error("a part of the daemon failed; stopping so it is restarted", exc_info=exc, extra={"part": name})
+            self._failed = name
+            self.request_stop()
+
+        task.add_done_callback(ended)
+        return task
 
     def _database_codes(self) -> dict[str, int]:
         return {db_id: db.identity.code for db_id, db in self.registry.by_id.items()}
@@ -199,7 +226,7 @@ class Daemon:
             follower = DatabaseFollower(db, identity, self.store, self.clock, worker, private=self._private_files())
         settings = await self.store.get_settings(db.id) or DatabaseSettings(db.enabled, db.full_text)
         follower.apply_settings(settings.enabled, settings.full_text)
-        task = asyncio.create_task(follower.run(), name=f"read:{db.id}")
+        task = self._supervised(follower.run(), f"read:{db.id}")
         self.registry.by_id[db.id] = _Database(db, identity, follower, task)
 
     async def _stop_database(self, db_id: str) -> None:
@@ -215,6 +242,8 @@ class Daemon:
             found.task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await found.task
+        except Exception:  # it had failed: logged as it came (`_supervised`)
+            log.debug("reader had failed", extra={"database_id": db_id})
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -263,6 +292,8 @@ class Daemon:
                 loop.remove_signal_handler(sig)
             await self.aclose()
             self._notifier.close()
+        if self._failed is not None:
+            raise PartFailed(self._failed)
 
     async def _watchdog(self, interval_seconds: float) -> None:
         """WATCHDOG=1 from the event loop itself: a loop stuck for WatchdogSec gets the daemon restarted."""
@@ -333,7 +364,7 @@ class Daemon:
         for task in (self._ask_task, self._insights_task, self._alerts_task, self._store_task):
             if task is not None:
                 task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
+                with contextlib.suppress(asyncio.CancelledError, Exception):  # an error: logged as it came
                     await task
         self._ask_task = self._insights_task = self._alerts_task = self._store_task = None
         for worker in self._workers:

@@ -24,6 +24,7 @@ EX_OK = 0
 EX_FAILED = 1
 EX_USAGE = 2
 EX_STARTUP = 3
+EX_SOFTWARE = 70  # sysexits.h: a part of the running daemon failed (logged); systemd restarts it
 EX_CONFIG = 78
 
 DEFAULT_CONFIG = os.environ.get("FORWARDER_CONFIG", "/etc/forwarder/forwarder.toml")
@@ -49,7 +50,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     gc.disable()
     try:
         config = load_or_exit(args.config)
-        from forwarder.app import Daemon, StartupFailed
+        from forwarder.app import Daemon, PartFailed, StartupFailed
         from forwarder.logsetup import setup_logging
     finally:
         gc.freeze()
@@ -66,6 +67,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         asyncio.run(Daemon(config, config_path=args.config).run())
     except StartupFailed:
         return EX_STARTUP  # logged by the daemon
+    except PartFailed:
+        return EX_SOFTWARE  # logged by the daemon as it failed
     return EX_OK
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import socket
 import threading
@@ -14,10 +15,11 @@ from typing import Any
 
 import pytest
 
-from forwarder.app import Daemon
+from forwarder.app import Daemon, PartFailed
 from forwarder.clock import FakeClock
 from forwarder.config import ConfigError, config_from_dict, load_config
 from forwarder.sdnotify import Notifier
+from forwarder.store import Store
 from tests.daemonenv import DaemonEnv, operator_config
 from tests.receivers import WebhookReceiver
 
@@ -358,3 +360,24 @@ async def test_reload_that_changes_a_destinations_kind_replaces_only_that_one(en
     listed = {d["id"]: d["type"] for d in (await env.call("GET", "/v1/log-destinations"))[1]["destinations"]}
     assert listed == {"hook": "webhook", "second": "loki"}
     assert daemon.delivery._running["hook"][1] is first_task  # the other one was not touched
+
+
+# --- a part that fails ----------------------------------------------------------------------------
+
+
+async def test_a_part_that_fails_is_logged_at_once_and_the_daemon_stops_cleanly_for_a_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The store's upkeep (retention, the text index) ending with an error while the API still
+    # answered: the disk would fill, and the error showed only in the traceback of the next stop.
+    async def broken_upkeep(self: Store) -> None:
+        raise RuntimeError("the upkeep broke")
+
+    monkeypatch.setattr(Store, "run", broken_upkeep)
+    daemon = Daemon(config_from_dict(operator_config(tmp_path)), clock=FakeClock(), notifier=Notifier({}))
+    with pytest.raises(PartFailed, match="store"):
+        await asyncio.wait_for(daemon.run(), 30)
+    [record] = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert record.getMessage().startswith("a part of the daemon failed") and record.__dict__["part"] == "store"
+    assert record.exc_info is not None and "the upkeep broke" in str(record.exc_info[1])
+    assert not daemon.store.is_open  # stopped the usual way: readers drained, the store closed
