@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from forwarder.config import MAX_RETENTION_DAYS
 from forwarder.model import LogLine, spec_fields
 from forwarder.pglog import make_reader, parse_stream
 from forwarder.pglog.syslog import SyslogReader
@@ -224,6 +225,9 @@ def test_the_daemon_reads_a_syslog_file_and_a_pod_log_and_resumes_where_it_stopp
                 "log": {"path": str(logs / "pod" / "*.log"), "format": "cri", "line_prefix": prefix},
             },
         ],
+        # The fixtures' lines were written on 2026-11-24: retention by age must keep them on any
+        # day the test runs (the default 7 days deleted them all at the restart from 2026-12-01).
+        retention_days=MAX_RETENTION_DAYS,
     )
     try:
         d.start()
