@@ -130,6 +130,13 @@ async def test_format_mismatch_is_reported(store: Store, tmp_path: Path) -> None
     assert len(await messages(store)) == 30  # each kept as kind `other`
 
 
+@pytest.fixture
+def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches of 100 entries from feeds of 25 lines: a few hundred entries take several writes."""
+    monkeypatch.setattr(tail, "APPEND_LINES", 100)
+    monkeypatch.setattr(tail, "FEED_LINES", 25)
+
+
 def record_states(f: DatabaseFollower, store: Store, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str | None]]:
     """The follower's (state, file) as each batch is handed to the store, in a list that grows."""
     seen: list[tuple[str, str | None]] = []
@@ -143,13 +150,12 @@ def record_states(f: DatabaseFollower, store: Store, monkeypatch: pytest.MonkeyP
     return seen
 
 
+@pytest.mark.usefixtures("small_batches")
 async def test_a_first_poll_through_a_backlog_says_reading_from_its_first_stored_batch(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A first start on a log of a few GB reads for minutes in one poll: the overview says which
     # file is being read as soon as lines of it are stored, not "starting" until the poll ends.
-    monkeypatch.setattr(tail, "APPEND_LINES", 100)
-    monkeypatch.setattr(tail, "FEED_LINES", 25)
     log = tmp_path / "pg.log"
     log.write_bytes(b"".join(entry(i) for i in range(300)))
     f = await follower(store, str(tmp_path / "*.log"))
@@ -331,11 +337,10 @@ async def test_the_status_says_disabled_as_soon_as_reading_is_disabled(store: St
     assert f.status.state == "reading"
 
 
+@pytest.mark.usefixtures("small_batches")
 async def test_a_source_enabled_again_says_starting_then_reading_while_it_catches_up(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(tail, "APPEND_LINES", 100)
-    monkeypatch.setattr(tail, "FEED_LINES", 25)
     log = tmp_path / "pg.log"
     log.write_bytes(entry(0))
     f = await follower(store, str(log))
