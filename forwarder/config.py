@@ -70,7 +70,7 @@ class ConfigError(Exception):
         self.problems = problems
 
 
-MAX_RETENTION_DAYS: Final = 100_000  # ~274 years: now minus that, in microseconds, is still an SQLite integer
+MAX_RETENTION_DAYS: Final = 100_000  # ~274 years: now minus that, in microseconds, fits SQLite's 64-bit integer
 
 
 class _Section(BaseModel):
@@ -107,8 +107,8 @@ class StoreConfig(_Section):
     """The embedded SQLite store."""
 
     path: Path = Field(Path("var/forwarder.db"), description="SQLite database file (WAL mode).")
-    # Bounded so the cutoff (now minus this, in microseconds) is a date and an SQLite integer: 1e9
-    # days, meant as "forever", stopped retention and the insights' own clean-up at the first pass.
+    # Bounded (MAX_RETENTION_DAYS): 1e9 days, meant as "forever", overflowed the cutoff's integer
+    # and stopped retention and the insights' own clean-up at their first pass.
     retention_days: float = Field(
         7.0, gt=0, le=MAX_RETENTION_DAYS, description="Lines older than this are deleted (at most 100,000: ~274 years)."
     )
