@@ -1,5 +1,5 @@
-"""Small pieces every kind of test uses: a free loopback port, waiting for a condition, and a
-store made full (a disk that has no room left).
+"""Small pieces every kind of test uses: a free loopback port, waiting for a condition, a store
+made full (a disk that has no room left), and a source's status as each of its batches is stored.
 
 `wait_until` is for a condition another task of the same event loop brings about (it wakes on an
 event, no polling); `poll_until` is for one another process or thread brings about, which can only
@@ -12,9 +12,12 @@ import asyncio
 import socket
 import time
 from collections.abc import Callable
+from typing import Any
 
 import orjson
+import pytest
 
+from forwarder.sources.follower import Follower, SourceStatus
 from forwarder.store import LineQuery, Store
 
 LOOPBACK = "127.0.0.1"
@@ -70,3 +73,16 @@ async def all_messages(store: Store) -> list[str]:
         if not page.has_more:
             return list(reversed(out))
         before = int(docs[-1]["id"])
+
+
+def statuses_at_each_write(follower: Follower, store: Store, monkeypatch: pytest.MonkeyPatch) -> list[SourceStatus]:
+    """The follower's status as each of its batches is handed to the store, in a list that grows."""
+    seen: list[SourceStatus] = []
+    real_append = store.append_rows
+
+    async def recording(*args: Any) -> int:
+        seen.append(follower.status)
+        return await real_append(*args)
+
+    monkeypatch.setattr(store, "append_rows", recording)
+    return seen

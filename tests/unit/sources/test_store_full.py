@@ -18,7 +18,7 @@ from forwarder.sources.tail import DatabaseFollower
 from forwarder.store import LineQuery, Store
 from forwarder.store.lines import ROW_DOC, Identity, Row
 from forwarder.store.state import SourceFile
-from tests.harness import all_messages, limit_pages
+from tests.harness import all_messages, limit_pages, statuses_at_each_write
 
 PREFIX = "%m [%p] "
 
@@ -114,15 +114,9 @@ async def test_the_status_says_reading_again_with_the_first_write_that_works(
     assert f.status.state == "error" and (f.status.reason or "").startswith("disk full")
 
     await limit_pages(store, 1 << 30)  # space is freed
-    seen: list[tuple[str, str | None]] = []  # the status as each batch of the next poll is stored
-    real_append = store.append_rows
-
-    async def recording(identity: Identity, rows: Sequence[Row], files: Sequence[SourceFile], raw: int) -> int:
-        seen.append((f.status.state, f.status.reason))
-        return await real_append(identity, rows, files, raw)
-
-    monkeypatch.setattr(store, "append_rows", recording)
+    statuses = statuses_at_each_write(f, store, monkeypatch)  # as each batch of the next poll is stored
     await f.poll_or_start_over()
+    seen = [(s.state, s.reason) for s in statuses]
     assert len(seen) >= 4  # the backlog took several batches
     assert seen[0][0] == "error"  # nothing stored yet in this poll
     assert seen[1:] == [("reading", None)] * (len(seen) - 1)

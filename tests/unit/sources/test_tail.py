@@ -19,7 +19,7 @@ from forwarder.pglog import WHOLE_WRITE_BYTES
 from forwarder.sources import tail
 from forwarder.sources.tail import PAGE_BYTES, ROTATE_WAIT_SECONDS, DatabaseFollower
 from forwarder.store import LineQuery, Store
-from tests.harness import all_messages
+from tests.harness import all_messages, statuses_at_each_write
 
 PREFIX = "%m [%p] "
 
@@ -137,19 +137,6 @@ def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tail, "FEED_LINES", 25)
 
 
-def record_states(f: DatabaseFollower, store: Store, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str | None]]:
-    """The follower's (state, file) as each batch is handed to the store, in a list that grows."""
-    seen: list[tuple[str, str | None]] = []
-    real_append = store.append_rows
-
-    async def recording(*args: Any) -> int:
-        seen.append((f.status.state, f.status.file))
-        return await real_append(*args)
-
-    monkeypatch.setattr(store, "append_rows", recording)
-    return seen
-
-
 @pytest.mark.usefixtures("small_batches")
 async def test_a_first_poll_through_a_backlog_says_reading_from_its_first_stored_batch(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -159,8 +146,9 @@ async def test_a_first_poll_through_a_backlog_says_reading_from_its_first_stored
     log = tmp_path / "pg.log"
     log.write_bytes(b"".join(entry(i) for i in range(300)))
     f = await follower(store, str(tmp_path / "*.log"))
-    seen = record_states(f, store, monkeypatch)
+    statuses = statuses_at_each_write(f, store, monkeypatch)
     await f.poll()
+    seen = [(s.state, s.file) for s in statuses]
     assert len(seen) >= 3
     assert seen[0] == ("starting", None)  # nothing stored yet
     assert seen[1:] == [("reading", str(log))] * (len(seen) - 1)
@@ -174,9 +162,9 @@ async def test_a_first_poll_in_the_wrong_format_never_says_reading(
     monkeypatch.setattr(tail, "FEED_LINES", 5)
     (tmp_path / "pg.log").write_bytes(b"".join(b"Nov 22 10:00:00 host postgres[1]: LOG:  x\n" for _ in range(60)))
     f = await follower(store, str(tmp_path / "*.log"))
-    seen = record_states(f, store, monkeypatch)
+    statuses = statuses_at_each_write(f, store, monkeypatch)
     await f.poll()
-    assert len(seen) >= 3 and {state for state, _ in seen} == {"starting"}
+    assert len(statuses) >= 3 and {s.state for s in statuses} == {"starting"}
     assert f.status.state == "format_mismatch"
 
 
@@ -351,7 +339,7 @@ async def test_a_source_enabled_again_says_starting_then_reading_while_it_catche
             await asyncio.sleep(0.001)
         with log.open("ab") as out:  # written while reading was off
             out.write(b"".join(entry(i) for i in range(1, 300)))
-        seen = record_states(f, store, monkeypatch)
+        statuses = statuses_at_each_write(f, store, monkeypatch)
         f.apply_settings(enabled=True, full_text=False)
         assert f.status.state == "starting"
         while len(await messages(store)) < 300:
@@ -359,6 +347,7 @@ async def test_a_source_enabled_again_says_starting_then_reading_while_it_catche
     finally:
         f.stop()
         await asyncio.wait_for(run, 10)
+    seen = [(s.state, s.file) for s in statuses]
     assert len(seen) >= 3 and seen[0] == ("starting", None)
     assert set(seen[1:]) == {("reading", str(log))}  # not "disabled" until the catch-up ends
 
