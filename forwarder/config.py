@@ -71,6 +71,10 @@ class ConfigError(Exception):
 
 
 MAX_RETENTION_DAYS: Final = 100_000  # ~274 years: now minus that, in microseconds, fits SQLite's 64-bit integer
+# A count the API answers with: no larger than a JSON number carries exactly (RFC 8259 section 6,
+# IEEE 754 doubles, as in JavaScript); past 2**64 orjson cannot write it at all (the overview's
+# `retention.max_bytes` was a 500).
+MAX_JSON_INT: Final = 2**53 - 1
 
 
 class _Section(BaseModel):
@@ -113,7 +117,10 @@ class StoreConfig(_Section):
         7.0, gt=0, le=MAX_RETENTION_DAYS, description="Lines older than this are deleted (at most 100,000: ~274 years)."
     )
     max_bytes: int = Field(
-        1 << 30, ge=1 << 20, description="Size cap of the store; the oldest lines are deleted beyond it."
+        1 << 30,
+        ge=1 << 20,
+        le=MAX_JSON_INT,
+        description="Size cap of the store; the oldest lines are deleted beyond it.",
     )
     retention_interval_seconds: float = Field(60.0, gt=0, description="How often retention by age and by size runs.")
 
@@ -438,6 +445,7 @@ class AskConfig(_Section):
     builtin_monthly_questions: int = Field(
         100,
         ge=0,
+        le=MAX_JSON_INT,
         description="Built-in questions each organization may ask per UTC calendar month; 0: none (then "
         "only an organization's own key answers).",
     )

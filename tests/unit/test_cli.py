@@ -76,6 +76,16 @@ def test_check_config_refuses_numbers_no_setting_can_take(tmp_path: Path) -> Non
     path.write_text("[store]\nretention_days = 100000\nretention_interval_seconds = nan\n")
     out = run("check-config", str(path))
     assert out.returncode == 78 and out.stderr.count("\n") == 1 and "store.retention_interval_seconds" in out.stderr
+    # Counts the API answers with: past 2**53 a JSON number is not exact, past 2**64 the overview
+    # could not be written at all (a 500).
+    path.write_text("[store]\nmax_bytes = 99999999999999999999\n[ask]\nbuiltin_monthly_questions = 9007199254740992\n")
+    out = run("check-config", str(path))
+    assert out.returncode == 78
+    problems = dict(line.split(": ", 2)[1:] for line in out.stderr.splitlines())
+    assert problems == {
+        "store.max_bytes": "Input should be less than or equal to 9007199254740991",
+        "ask.builtin_monthly_questions": "Input should be less than or equal to 9007199254740991",
+    }
 
 
 def test_check_config_refuses_escapes_postgresql_does_not_have(tmp_path: Path) -> None:
