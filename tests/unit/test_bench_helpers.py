@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
@@ -103,9 +105,6 @@ def test_the_rare_word_is_in_the_queried_database_and_starts_no_other_word() -> 
 
 def test_every_benchmark_prints_its_help() -> None:
     """`--help` is how a user finds a benchmark's options; argparse fails on a help text with a bare `%`."""
-    import subprocess
-    import sys
-
     scripts = sorted(p for p in BENCH.glob("*.py") if "argparse" in p.read_text())
     assert scripts
     for script in scripts:

@@ -12,6 +12,7 @@ import signal
 import time
 from pathlib import Path
 
+from forwarder.config import MAX_RETENTION_DAYS
 from tests.daemonproc import DaemonProcess
 from tests.processes import is_live, live_descendants
 
@@ -26,7 +27,7 @@ def test_no_process_of_the_daemon_survives_its_sigkill(tmp_path: Path) -> None:
     d = DaemonProcess(
         tmp_path / "fwd",
         [{"id": "main", "name": "shop", "log": {"path": str(logs / "*.log"), "line_prefix": "%m [%p] %q%u@%d "}}],
-        retention_days=100_000,  # the line's date must not matter
+        retention_days=MAX_RETENTION_DAYS,  # the line's date must not matter
     )
     family: set[int] = set()
     try:

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from forwarder.config import MAX_RETENTION_DAYS
 from tests.daemonproc import DaemonProcess
 from tests.harness import poll_until
 
@@ -69,7 +70,7 @@ def test_idle_connections_up_to_the_descriptor_limit_starve_neither_ingest_nor_c
         [
             {"id": "main", "name": "shop", "full_text": True, "log": {"path": str(logs / "*.log")}}
         ],  # messages kept whole
-        retention_days=100_000,  # the lines' date must not matter
+        retention_days=MAX_RETENTION_DAYS,  # the lines' date must not matter
     )
     held: list[socket.socket] = []
     try:
