@@ -83,7 +83,9 @@ SEVERITY_LEVELS: list[tuple[str, str]] = [
 
 # Transport errors of an HTTP sink with a 30 s timeout: (error, failure, reason); each keeps the data.
 TRANSPORT_ERRORS: list[tuple[BaseException, str, str]] = [
-    (TimeoutError("no answer within 30 s"), "timeout", "no answer: no answer within 30 s"),
+    (TimeoutError("no answer within 30 s"), "timeout", "no answer within 30 s"),
+    (TimeoutError(), "timeout", "no answer: timed out"),
+    (aiohttp.ConnectionTimeoutError("Connection timeout to host https://h/?t=s3"), "timeout", "no answer: timed out"),
     (
         aiohttp.ClientConnectorError(Mock(), ConnectionRefusedError(111, "Connection refused")),
         "connect",

@@ -68,7 +68,10 @@ class DeliveryManager:
         self._codes: dict[str, int] = {}
 
     async def start(self) -> None:
-        self._session = guarded_session(self.allowed_networks, self.resolver, timeout_seconds=TEST_TIMEOUT_SECONDS)
+        # No session-wide deadline: every request is bounded by its own kind's `timeout_seconds` on
+        # the daemon's clock (deliverer.exchange), and a shorter total here would cut the kinds
+        # that allow more (Datadog's and Better Stack's 30 s for a 5-10 MB request) at its own.
+        self._session = guarded_session(self.allowed_networks, self.resolver, timeout_seconds=None)
         self._codes = await self._store.database_codes()
         for dest, state in await self._store.destinations():
             if dest.enabled:

@@ -649,14 +649,15 @@ def guarded_session(
     allowed: Sequence[IPNetwork],
     resolver: Resolver,
     *,
-    timeout_seconds: float,
+    timeout_seconds: float | None,
     ssl_context: ssl.SSLContext | None = None,
 ) -> aiohttp.ClientSession:
     """An aiohttp session whose connections all go through the guard. Call it inside the running event loop.
 
     Requests raise Refused (not an aiohttp error) when the guard refuses. TLS is verified against the URL's host
-    name, with `ssl_context` (default: the system's trust store). Proxies from the environment are ignored, no
-    cookies are kept, and a redirect target is guarded like any other URL (delivery does not follow them anyway).
+    name, with `ssl_context` (default: the system's trust store). `timeout_seconds` bounds each request as a whole
+    (None: no bound here, the caller bounds each request). Proxies from the environment are ignored, no cookies are
+    kept, and a redirect target is guarded like any other URL (delivery does not follow them anyway).
     """
     _require_verification(ssl_context)
     connector = GuardedConnector(

@@ -61,7 +61,10 @@ def retry_after_seconds(headers: Mapping[str, str], now: float) -> float | None:
 def error_outcome(error: BaseException) -> Outcome:
     """A request that got no answer. Texts name the failure, never the URL (it may carry a token)."""
     if isinstance(error, TimeoutError):
-        return Outcome("retry", f"no answer: {error}", "timeout")
+        # The deliverer's deadline says "no answer within N s"; aiohttp's own timeout texts may
+        # carry the URL ("Connection timeout to host <url>"), so they are not shown.
+        text = str(error)
+        return Outcome("retry", text if text.startswith("no answer within") else "no answer: timed out", "timeout")
     if isinstance(error, AddressRefused):
         return Outcome("retry", f"address refused: {error.reason}", "refused_address")
     if isinstance(error, aiohttp.ClientSSLError | aiohttp.ServerFingerprintMismatch):

@@ -51,7 +51,7 @@ DEFAULT_MAX_REQUEST_BYTES: Final = 5 * 1024 * 1024
 MIN_MAX_REQUEST_BYTES: Final = 64 * 1024  # room for a cut document (see fit_document)
 MAX_MAX_REQUEST_BYTES: Final = 100 * 1024 * 1024  # the http.max_content_length default
 MAX_BATCH_LINES: Final = 2000
-TIMEOUT_SECONDS: Final = 20.0  # also the outbound session's own total timeout (delivery/manager.py)
+TIMEOUT_SECONDS: Final = 20.0  # per bulk request, connect and TLS included
 
 # "Response filtering" (Elasticsearch common options; OpenSearch common REST parameters):
 # `filter_path` keeps the answer to what classify reads, so a 2xx body has a known bound. Every

@@ -130,7 +130,7 @@ async def test_a_16_second_response_is_a_timeout(env: DaemonEnv, receiver: Webho
     env.clock.advance(16)
     assert await env.until_sleeping(created["id"], 1) == pytest.approx(30)
     d = await env.shown(created["id"])
-    assert d["delivery"]["last_error"] == "no answer: no answer within 15 s"
+    assert d["delivery"]["last_error"] == "no answer within 15 s"
     env.clock.advance(30)
     await receiver.wait_for(2)
     assert receiver.deliveries[0].delivery_id == receiver.deliveries[1].delivery_id

@@ -452,7 +452,7 @@ def test_a_refused_request_is_retried_whole(
 @pytest.mark.parametrize(
     ("error", "failure", "reason"),
     [
-        (TimeoutError("no answer within 20 s"), "timeout", "no answer: no answer within 20 s"),
+        (TimeoutError("no answer within 20 s"), "timeout", "no answer within 20 s"),
         (aiohttp.ServerDisconnectedError(), "connect", "connection failed: ServerDisconnectedError"),
         (ConnectionResetError(), "connect", "connection failed: ConnectionResetError"),
     ],

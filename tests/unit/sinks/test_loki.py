@@ -567,7 +567,7 @@ class _OsError(OSError):
 @pytest.mark.parametrize(
     ("error", "expected"),
     [
-        (TimeoutError("no answer within 15 s"), Outcome("retry", "no answer: no answer within 15 s", "timeout")),
+        (TimeoutError("no answer within 15 s"), Outcome("retry", "no answer within 15 s", "timeout")),
         (
             aiohttp.ClientConnectorError(None, ConnectionRefusedError(111, "Connection refused")),  # type: ignore[arg-type]
             Outcome("retry", "cannot connect: Connection refused", "connect"),
