@@ -135,10 +135,10 @@ def fit_json(
     "...") to one common size until it fits. A line is sent cut rather than dropped; the start of
     each text, the part that says what happened, stays.
 
-    `share` is what the cut texts are made equal in: their size in JSON (escapes counted; cut to
-    fill `max_bytes` closely) or their UTF-8 bytes (a lower bound of their cost: cut in one round,
-    often below `max_bytes`). No text is cut below `floor` in that measure: past it the result may
-    stay over `max_bytes` (never for a stored line, whose other fields are small); the caller decides.
+    `share` is what the cut texts are made equal in: their size in JSON (escapes counted) or their
+    UTF-8 bytes; either way they are cut only as far as needed to fill `max_bytes` closely. No text
+    is cut below `floor` in that measure: past it the result may stay over `max_bytes` (never for a
+    stored line, whose other fields are small); the caller decides.
     """
     cut = dict(fields)
     data = render(cut)
@@ -147,14 +147,13 @@ def fit_json(
         texts = {k: v for k in keys if isinstance(v := cut.get(k), str) and v}
         sizes = {k: len(t.encode()) for k, t in texts.items()}
         measure = {k: len(orjson.dumps(t)) - 2 if share == "json" else sizes[k] for k, t in texts.items()}
-        per_unit = 1.0  # UTF-8 bytes: JSON only ever makes a text longer, so one round frees enough
-        if share == "json":
-            # A unit of the JSON size may cost more in the render: escaped again (JSON inside a
-            # JSON string), or a text the render repeats (Datadog's `message`). Measured against
-            # the same render without the texts, then assumed alike for every text.
-            bare = len(render({**cut, **{k: "" for k in texts}}))
-            total = sum(measure.values())
-            per_unit = (len(data) - bare) / total if total and len(data) > bare else 1.0
+        # A unit of the measure may cost more in the render: a byte JSON escapes (`"` and control
+        # characters take 2-6), escaped again (JSON inside a JSON string), or a text the render
+        # repeats (Datadog's `message`). Measured against the same render without the texts, then
+        # assumed alike for every text; a text that costs more than that takes another round.
+        bare = len(render({**cut, **{k: "" for k in texts}}))
+        total = sum(measure.values())
+        per_unit = (len(data) - bare) / total if total and len(data) > bare else 1.0
         cap = water_level(list(measure.values()), math.ceil((len(data) - max_bytes) / per_unit), floor)
         progress = False
         for key, text in texts.items():

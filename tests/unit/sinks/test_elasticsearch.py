@@ -233,10 +233,11 @@ def test_a_document_over_the_limit_is_cut_not_dropped() -> None:
     big = "日本語のログ🐘 " * 20_000  # multi-byte UTF-8, about 400 KB
     quoted = '"\\\n' * 10_000  # every byte doubles when JSON-escaped
     outs = out_lines([line(message=big, statement=quoted, detail="kept detail"), line(message="small")])
-    [request] = sink(max_request_bytes=limit).encode(outs, "dlv_x", 1.0)
-    assert request.line_ids == (1, 2)
-    assert limit // 2 < len(request.body) <= limit  # cut to fit, not to nothing
-    [(_, doc), (_, small)] = split_body(request.body)
+    [request, after] = sink(max_request_bytes=limit).encode(outs, "dlv_x", 1.0)
+    assert (request.line_ids, after.line_ids) == ((1,), (2,))  # the cut document fills its request
+    assert limit * 3 // 4 < len(request.body) <= limit  # cut to fit, not to nothing
+    [(_, doc)] = split_body(request.body)
+    [(_, small)] = split_body(after.body)
     assert doc["message"].endswith("...") and big.startswith(doc["message"][:-3])
     assert doc["statement"].endswith("...") and quoted.startswith(doc["statement"][:-3])
     assert doc["detail"] == "kept detail" and doc["id"] == "1"
@@ -470,3 +471,13 @@ def test_the_secret_never_reaches_a_reason(user: str | None) -> None:
         body = es_error(401, "security_exception", f"bad credentials [{leaked}]")
         o = s.classify(Request((1,), b"x\n"), Response(401, {}, body), None)
         assert leaked not in o.reason and "<hidden>" in o.reason
+
+
+@pytest.mark.parametrize("char", ['"', "\\", "\x01", "\n"])
+def test_a_text_that_escaping_makes_longer_is_cut_only_as_far_as_needed(char: str) -> None:
+    # Each of these takes 2 (or 6) bytes in JSON: the cut must count that, not cut to the floor.
+    limit = 64 * 1024
+    [request] = sink(max_request_bytes=limit).encode(out_lines([line(message=char * 100_000)]), "dlv_x", 1.0)
+    [(_, doc)] = split_body(request.body)
+    assert doc["message"].endswith("...") and set(doc["message"][:-3]) == {char}
+    assert limit * 3 // 4 < len(request.body) <= limit
