@@ -70,11 +70,15 @@ def cut_utf8(data: bytes, max_bytes: int) -> bytes:
 
 
 def cut_text(text: str, max_bytes: int, marker: str = "...") -> str:
-    """`text` whose UTF-8 form fits `max_bytes`, ending in `marker` when it was cut."""
+    """`text` whose UTF-8 form fits `max_bytes`, ending in `marker` when it was cut (and there is
+    room for it)."""
     data = text.encode()
     if len(data) <= max_bytes:
         return text
-    return cut_utf8(data, max_bytes - len(marker.encode())).decode() + marker
+    room = max_bytes - len(marker.encode())
+    if room < 0:
+        return cut_utf8(data, max(0, max_bytes)).decode()
+    return cut_utf8(data, room).decode() + marker
 
 
 def pack(items: Sequence[tuple[T, int]], max_items: int, max_bytes: int, per_item: int = 0) -> list[list[T]]:

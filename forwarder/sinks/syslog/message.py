@@ -34,8 +34,14 @@ NILVALUE: Final = "-"
 HOSTNAME_CHARS: Final = 255
 PROCID_CHARS: Final = 128
 MSGID_CHARS: Final = 32
-# Not an RFC limit: keeps the header small enough that MSG always has room within 2048 bytes.
+# Not RFC limits: a PARAM-VALUE is at most SD_VALUE_BYTES once escaped, and at most the next
+# smaller size of SD_VALUE_STEPS when the header would otherwise leave MSG less than MSG_ROOM_BYTES.
+# PostgreSQL's own names are at most 63 bytes (NAMEDATALEN - 1), so only a hostile csvlog or
+# jsonlog file reaches the smaller steps; at 16 bytes a value, the header is under 900 bytes and
+# MSG keeps its room within the smallest `max_message_bytes` (2048, RFC 5425 section 4.3.1).
 SD_VALUE_BYTES: Final = 255
+SD_VALUE_STEPS: Final = (SD_VALUE_BYTES, 64, 16)
+MSG_ROOM_BYTES: Final = 1024
 _MARKER: Final = "..."
 
 _NOT_PRINTUSASCII = re.compile(r"[^\x21-\x7e]")
@@ -64,23 +70,36 @@ def header_field(value: Any, max_chars: int) -> str:
     return _NOT_PRINTUSASCII.sub("_", text)[:max_chars] or NILVALUE
 
 
-def sd_value(value: Any) -> str:
-    """A PARAM-VALUE: UTF-8, cut to SD_VALUE_BYTES (never inside a character), then escaped."""
-    return cut_text("" if value is None else str(value), SD_VALUE_BYTES).translate(_SD_ESCAPE)
+def sd_value(value: Any, max_bytes: int = SD_VALUE_BYTES) -> str:
+    """A PARAM-VALUE: UTF-8, escaped, then cut to `max_bytes` ending in "..." (never inside a
+    character, nor between a backslash and the character it escapes)."""
+    escaped = ("" if value is None else str(value)).translate(_SD_ESCAPE)
+    data = escaped.encode()
+    if len(data) <= max_bytes:
+        return escaped
+    kept = cut_utf8(data, max_bytes - len(_MARKER))
+    if (len(kept) - len(kept.rstrip(b"\\"))) % 2:  # an escape's backslash without its character
+        kept = kept[:-1]
+    return kept.decode() + _MARKER
 
 
-def structured_data(fields: Mapping[str, Any]) -> str:
+def structured_data(fields: Mapping[str, Any], value_bytes: int = SD_VALUE_BYTES) -> str:
     """`[service@32473 database=".." kind=".." sqlstate=".."][line@32473 id=".." ...]`.
 
     The first element is SPEC 6.2's, exactly; sqlstate is left out when the line has none. The
     second carries the SPEC 2.1 fields that neither the header nor the text MSG holds (SPEC 6.2:
     every destination receives every field), above all `id`, by which receivers drop duplicates;
-    null values are left out. Booleans and numbers are written as in JSON.
+    null values are left out. Booleans and numbers are written as in JSON. Each value is at most
+    `value_bytes` once escaped.
     """
-    params = [f'database="{sd_value(fields.get("database_name"))}"', f'kind="{sd_value(fields.get("kind"))}"']
+
+    def value(v: Any) -> str:
+        return sd_value(v, value_bytes)
+
+    params = [f'database="{value(fields.get("database_name"))}"', f'kind="{value(fields.get("kind"))}"']
     if fields.get("sqlstate"):
-        params.append(f'sqlstate="{sd_value(fields["sqlstate"])}"')
-    more = [f'{key}="{sd_value(_sd_text(fields[key]))}"' for key in LINE_SD_KEYS if fields.get(key) is not None]
+        params.append(f'sqlstate="{value(fields["sqlstate"])}"')
+    more = [f'{key}="{value(_sd_text(fields[key]))}"' for key in LINE_SD_KEYS if fields.get(key) is not None]
     line_element = f"[{LINE_SD_ID} {' '.join(more)}]" if more else ""
     return f"[{SD_ID} {' '.join(params)}]{line_element}"
 
@@ -89,7 +108,7 @@ def _sd_text(value: Any) -> str:
     return "true" if value is True else "false" if value is False else str(value)
 
 
-def header(fields: Mapping[str, Any]) -> str:
+def header(fields: Mapping[str, Any], sd_value_bytes: int = SD_VALUE_BYTES) -> str:
     """HEADER SP STRUCTURED-DATA of RFC 5424 section 6 for a line's SPEC 2.1 fields."""
     return " ".join(
         (
@@ -99,7 +118,7 @@ def header(fields: Mapping[str, Any]) -> str:
             APP_NAME,
             header_field(fields.get("pid"), PROCID_CHARS),
             header_field(fields.get("kind"), MSGID_CHARS),
-            structured_data(fields),
+            structured_data(fields, sd_value_bytes),
         )
     )
 
@@ -108,21 +127,28 @@ def json_message(fields: Mapping[str, Any], max_bytes: int) -> bytes:
     """The line's JSON in at most `max_bytes`; it stays JSON: its long texts are cut, ending in "...".
 
     The longest texts give way first, down to a common length, so a huge statement does not take
-    all of the message's room (nor the other way round).
+    all of the message's room (nor the other way round). Every text but `id` and `time` may be cut:
+    a stored line's names are short and stay whole, but a hostile csvlog or jsonlog file can make
+    any of them long.
     """
-    data = fit_json(fields, max_bytes).data
-    # Not reached for a stored line (its other fields are small): better cut JSON than none.
+    texts = tuple(k for k, v in fields.items() if isinstance(v, str) and k not in ("id", "time"))
+    data = fit_json(fields, max_bytes, keys=texts).data
+    # Not reached with MSG_ROOM_BYTES of room: better cut JSON than none.
     return data if len(data) <= max_bytes else cut_utf8(data, max_bytes)
 
 
 def syslog_message(line: OutLine, max_bytes: int, message_format: str = "text") -> bytes:
     """One SYSLOG-MSG of at most `max_bytes`: the header whole, MSG cut to fit (never inside a character).
 
-    MSG is MSG-ANY without a BOM (RFC 5424 section 6.4 allows it): rsyslog keeps a BOM as the first
-    character of the message text, where it would break searches; receivers read MSG as UTF-8 anyway.
+    MSG is UTF-8 without a BOM, which makes it MSG-ANY (RFC 5424 section 6.4 asks a UTF-8 MSG to
+    start with one): rsyslog keeps a BOM as the first character of the message text, where it would
+    break searches; receivers read MSG as UTF-8 anyway.
     """
     fields = line.fields()
-    head = header(fields).encode()
+    for sd_value_bytes in SD_VALUE_STEPS:  # the header leaves MSG its room, values cut if need be
+        head = header(fields, sd_value_bytes).encode()
+        if len(head) + 1 + MSG_ROOM_BYTES <= max_bytes:
+            break
     budget = max_bytes - len(head) - 1  # SP before MSG
     if message_format == "json":
         msg = line.doc if len(line.doc) <= budget else json_message(fields, budget)

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from forwarder.delivery.netguard import Refused
 from forwarder.model import LogLine
 from forwarder.sinks import SINK_TYPES, sink_address
-from forwarder.sinks._encode import water_level
+from forwarder.sinks._encode import cut_text, water_level
 from forwarder.sinks.base import DELIVERED, Address, OutLine, Request, Response
 from forwarder.sinks.syslog import (
     HandshakeRefused,
@@ -280,11 +280,13 @@ def test_header_fields_are_printable_ascii_cut_or_nil(value: Any, limit: int, ou
         ("", ""),
         (None, ""),
         ("ü" * 200, "ü" * 126 + "..."),  # 255 bytes at most, never inside a character
+        ('"' * 200, '\\"' * 126 + "..."),  # 255 bytes once escaped
+        ("a" + '"' * 200, "a" + '\\"' * 125 + "..."),  # never a backslash without its character
     ],
 )
 def test_sd_values_are_escaped_and_cut(value: Any, out: str) -> None:
     assert sd_value(value) == out
-    assert len(sd_value(value).replace("\\", "").encode()) <= 255
+    assert len(sd_value(value).encode()) <= 255
 
 
 @pytest.mark.parametrize(
@@ -357,11 +359,33 @@ def test_long_messages_are_cut_to_fit_never_inside_a_character(max_bytes: int, u
     assert parsed.msg.startswith("ERROR:  " + unit) and parsed.msg.endswith(unit + "...")
 
 
+HOSTILE_NAMES = {k: '"]\\' * 400 for k in ("user", "database", "application", "client", "database_id")}
+
+
+@pytest.mark.parametrize("message_format", ["text", "json"])
+@pytest.mark.parametrize("max_bytes", [2048, 4096])
+def test_long_names_from_a_hostile_log_still_leave_msg_its_room(message_format: str, max_bytes: int) -> None:
+    # PostgreSQL's names are at most 63 bytes, but a csvlog or jsonlog file can carry any length:
+    # the header's values are cut further, never the message out of the limit or the JSON broken.
+    ident = Identity(code=1, database_id=HOSTILE_NAMES["database_id"], database_name="d" * 2000, host="h" * 400)
+    fields = {k: v for k, v in HOSTILE_NAMES.items() if k != "database_id"}
+    line = out_line(identity=ident, message="m" * 4000, **fields)
+    data = syslog_message(line, max_bytes, message_format)
+    assert max_bytes - 16 <= len(data) <= max_bytes
+    parsed = parse_syslog(data)
+    assert len(parsed.msg.encode()) >= 1000
+    if message_format == "json":
+        doc = json.loads(parsed.msg)
+        assert doc["id"] == "7" and doc["message"].startswith("mmm") and doc["user"].endswith("...")
+    else:
+        assert parsed.msg.startswith("ERROR:  mmm") and parsed.msg.endswith("...")
+
+
 def test_a_message_that_fits_is_not_cut() -> None:
-    line = out_line(message="m" * 1000)
+    line = out_line(message="m" * 2000)
     head = header(line.fields()).encode()
-    exact = len(head) + 1 + len("ERROR:  ") + 1000
-    assert syslog_message(line, exact).endswith(b"m" * 1000)
+    exact = len(head) + 1 + len("ERROR:  ") + 2000
+    assert syslog_message(line, exact).endswith(b"m" * 2000)
     assert syslog_message(line, exact - 1).endswith(b"...")
 
 
@@ -400,6 +424,23 @@ def test_a_long_json_message_is_cut_and_stays_json(max_bytes: int) -> None:
 )
 def test_water_level(sizes: list[int], need: int, cap: int) -> None:
     assert water_level(sizes, need) == cap
+
+
+@pytest.mark.parametrize(
+    ("text", "max_bytes", "out"),
+    [
+        ("abcdef", 6, "abcdef"),
+        ("abcdef", 5, "ab..."),
+        ("abcdef", 3, "..."),
+        ("abcdef", 2, "ab"),  # no room for the marker: never longer than asked
+        ("abcdef", 0, ""),
+        ("abcdef", -5, ""),
+        ("üü", 3, "..."),
+        ("üü", 2, "ü"),
+    ],
+)
+def test_cut_text_never_exceeds_its_bytes(text: str, max_bytes: int, out: str) -> None:
+    assert cut_text(text, max_bytes) == out
 
 
 def test_json_message_cuts_the_longest_text_first() -> None:
