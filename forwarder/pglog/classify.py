@@ -51,6 +51,7 @@ stderr log without `%e` and a csvlog of the same events agree.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Final, NamedTuple
 
 from forwarder.model import Kind
@@ -99,27 +100,52 @@ _SAFE_LOCK_WAIT: Final = re.compile(
 # no single quote (the carrier of literals), no dollar sign. Possessive quantifiers (Python 3.11+):
 # a report is long, and a failing match must not backtrack through the ways to split it.
 _FACTS: Final = r"""(?:[\w \t.,;:%()=/+\[\]-]++|"[^"\n]{0,300}+")*+"""
+# Server reports carry no double-quoted names or free words where these patterns have none:
+# _REPORT is _FACTS without the quoted names.
+_REPORT: Final = r"[\w \t.,;:%()=/+-]*+"
+# xlog.c LogCheckpointStart: the flags, each a fixed word (" wal" was " xlog" before PG10;
+# PG18 writes " fast" where earlier versions wrote " immediate").
+_CHECKPOINT_FLAGS: Final = r"(?: (?:shutdown|end-of-recovery|immediate|fast|force|wait|wal|xlog|time|flush-all))*"
 _SAFE_CHECKPOINT: Final = re.compile(
-    rf"(?:checkpoint|restartpoint) (?:starting|complete):{_FACTS}"
+    rf"(?:checkpoint|restartpoint) starting:{_CHECKPOINT_FLAGS}"
+    rf"|(?:checkpoint|restartpoint) complete: wrote \d+ buffers \({_REPORT}"
     r"|checkpoints are occurring too frequently \(\d+ seconds? apart\)"
     r"|recovery restart point at [0-9A-F]{1,8}/[0-9A-F]{1,8}"
 ).fullmatch
-# vacuumlazy.c / analyze.c: a first line naming the table, then report lines of counters
-# (PG13-18 forms differ only in the counters).
-_SAFE_AUTOVACUUM: Final = re.compile(
+# vacuumlazy.c / analyze.c: a first line naming the table, then report lines of counters, each
+# starting with one of the labels PostgreSQL 13-18 write (only an index's line names something).
+# A line with another start is not the server's: text a child process wrote to stderr (COPY TO
+# PROGRAM, archive_command) lands in the report's entry unprefixed.
+_AUTOVACUUM_LABELS: Final = (
+    r"(?:pages|tuples|tuples missed|removable cutoff|new relfrozenxid|new relminmxid|frozen|visibility map"
+    r"|index scan (?:not needed|needed|bypassed(?: by failsafe)?)|delay time|I/O [Tt]imings|avg read rate"
+    r'|buffer usage|WAL usage|system usage|index "[^"\n]{1,300}"):'
+)
+_SAFE_AUTOVACUUM_REPORT: Final = re.compile(
     r'(?:automatic (?:aggressive )?vacuum (?:to prevent wraparound )?of table "[^"\n]{1,300}": index scans: \d+'
     r'|automatic analyze of table "[^"\n]{1,300}")'
-    rf"(?:\n{_FACTS})*"
-    r'|canceling autovacuum task|skipping (?:vacuum|analyze) of "[^"\n]{1,300}" --- [\w ]{1,60}'
+    rf"(?:\n[ \t]*{_AUTOVACUUM_LABELS}{_REPORT})*"
 ).fullmatch
-_SAFE_TEMP_FILE: Final = re.compile(r'temporary file: path "[^"\n]{1,1000}", size \d+').fullmatch
+_SAFE_AUTOVACUUM: Final = re.compile(
+    r'canceling autovacuum task|skipping (?:vacuum|analyze) of "[^"\n]{1,300}" --- [\w ]{1,60}'
+).fullmatch
+# fd.c: a path under a pgsql_tmp directory (base/pgsql_tmp/pgsql_tmp<pid>.<n>, a tablespace's
+# pg_tblspc/<oid>/PG_<version>/pgsql_tmp/..., a shared fileset's pgsql_tmp<pid>.<n>.fileset/<name>).
+_SAFE_TEMP_FILE: Final = re.compile(r'temporary file: path "[\w./-]{0,500}pgsql_tmp[\w./-]{0,500}", size \d+').fullmatch
 # postmaster.c / postinit.c / postgres.c / backend_startup.c (PG18 "connection ready"). user,
 # database and application_name are in the line's own fields anyway.
+# The user and database names come first and have no space here: a name with one (rare) is left
+# to value removal, so that free text after "user=" is not taken for a name. The application name
+# is the last name of "connection authorized" (any printable text: "pgAdmin 4 - DB:postgres"),
+# then the SSL and GSS parts (be-secure.c, postmaster.c), each of fixed words and values.
+_SECURITY: Final = r"(?: SSL enabled \([\w ,=.-]{1,300}\))?(?: GSS \([\w ,=@./-]{1,300}\))?"
 _SAFE_CONNECTION: Final = re.compile(
-    r"connection received: host=[^\s']{1,300}(?: port=\d+)?"
-    r"|(?:replication )?connection authorized: user=[^\n']{0,1000}"
-    r'|connection authenticated: (?:identity|user)="[^"\n]{0,300}" method=[\w-]+ \([^\n\']{1,1000}:\d+\)'
-    r"|disconnection: session time: \d+:\d\d:\d\d\.\d{3} user=[^\n']{0,1000}"
+    r"connection received: host=[\w.:%\[\]-]{1,300}(?: port=\d+)?"
+    r"|(?:replication )?connection authorized: user=[^\s']{1,300}(?: database=[^\s']{1,300})?"
+    rf"(?: application_name=[^\n']{{0,300}}?)?{_SECURITY}"
+    r'|connection authenticated: (?:identity|user)="[^"\n]{0,300}" method=[\w-]+ \([\w./-]{1,1000}:\d+\)'
+    r"|disconnection: session time: \d+:\d\d:\d\d\.\d{3} user=[^\s']{1,300} database=[^\s']{1,300}"
+    r" host=[\w.:%\[\]-]{1,300}(?: port=\d+)?"
     r"|connection ready: [\w .,=]{0,300}"
 ).fullmatch
 
@@ -339,6 +365,20 @@ _TOO_MANY_PREFIXES: Final = (
 _new: Final = tuple.__new__
 
 
+def _server_report(severity: str, sqlstate: str | None, message: str, pattern: Callable[[str], object]) -> bool:
+    """The message is one of the server's reports (connections, checkpoints, autovacuum, temp
+    files): logged at LOG with no SQLSTATE (00000), and matching `pattern` whole. RAISE EXCEPTION
+    starting with the same words is an ERROR with P0001; RAISE LOG is caught by its CONTEXT
+    (entry.py) or by the pattern's strictness."""
+    return severity == "LOG" and sqlstate is None and pattern(message) is not None
+
+
+def _autovacuum_safe(severity: str, sqlstate: str | None, message: str) -> bool:
+    if message.startswith("automatic "):
+        return _server_report(severity, sqlstate, message, _SAFE_AUTOVACUUM_REPORT)
+    return _SAFE_AUTOVACUUM(message) is not None
+
+
 def _state(sqlstate: str | None, fixed: str) -> str:
     return sqlstate if sqlstate is not None else fixed
 
@@ -380,20 +420,45 @@ def classify(severity: str, message: str, sqlstate: str | None) -> Classificatio
             return _new(Classification, ("deadlock", _state(sqlstate, "40P01"), None, message, None, False))
         elif message.startswith("disconnection:"):
             return _new(
-                Classification, ("connection", sqlstate, None, message, None, _SAFE_CONNECTION(message) is not None)
+                Classification,
+                (
+                    "connection",
+                    sqlstate,
+                    None,
+                    message,
+                    None,
+                    _server_report(severity, sqlstate, message, _SAFE_CONNECTION),
+                ),
             )
     elif c == "c":
         if message.startswith(_CONNECTION_PREFIXES):
             return _new(
-                Classification, ("connection", sqlstate, None, message, None, _SAFE_CONNECTION(message) is not None)
+                Classification,
+                (
+                    "connection",
+                    sqlstate,
+                    None,
+                    message,
+                    None,
+                    _server_report(severity, sqlstate, message, _SAFE_CONNECTION),
+                ),
             )
         if message.startswith(_CHECKPOINT_PREFIXES):
             return _new(
-                Classification, ("checkpoint", sqlstate, None, message, None, _SAFE_CHECKPOINT(message) is not None)
+                Classification,
+                (
+                    "checkpoint",
+                    sqlstate,
+                    None,
+                    message,
+                    None,
+                    _server_report(severity, sqlstate, message, _SAFE_CHECKPOINT),
+                ),
             )
         if message.startswith("canceling autovacuum task"):
             return _new(
-                Classification, ("autovacuum", sqlstate, None, message, None, _SAFE_AUTOVACUUM(message) is not None)
+                Classification,
+                ("autovacuum", sqlstate, None, message, None, _autovacuum_safe(severity, sqlstate, message)),
             )
     elif c == "s" and message.startswith("statement: "):
         return _new(Classification, ("statement", sqlstate, None, "statement", message[11:], True))
@@ -410,10 +475,11 @@ def classify(severity: str, message: str, sqlstate: str | None) -> Classificatio
             safe = _SAFE_LOCK_WAIT(message) is not None
             return _new(Classification, ("lock_wait", sqlstate, float(m.group(1)), message, None, safe))
     elif c == "t" and message.startswith("temporary file: "):
-        return _new(Classification, ("temp_file", sqlstate, None, message, None, _SAFE_TEMP_FILE(message) is not None))
+        safe = _server_report(severity, sqlstate, message, _SAFE_TEMP_FILE)
+        return _new(Classification, ("temp_file", sqlstate, None, message, None, safe))
     elif c == "a" and message.startswith(_AUTOVACUUM_PREFIXES):
         return _new(
-            Classification, ("autovacuum", sqlstate, None, message, None, _SAFE_AUTOVACUUM(message) is not None)
+            Classification, ("autovacuum", sqlstate, None, message, None, _autovacuum_safe(severity, sqlstate, message))
         )
 
     # Less frequent texts: checked in full.
@@ -424,7 +490,15 @@ def classify(severity: str, message: str, sqlstate: str | None) -> Classificatio
             return _new(Classification, ("lock_wait", sqlstate, float(m.group(1)), message, None, safe))
     if message.startswith("replication connection authorized:"):
         return _new(
-            Classification, ("connection", sqlstate, None, message, None, _SAFE_CONNECTION(message) is not None)
+            Classification,
+            (
+                "connection",
+                sqlstate,
+                None,
+                message,
+                None,
+                _server_report(severity, sqlstate, message, _SAFE_CONNECTION),
+            ),
         )
     if message.startswith("password authentication failed for user "):
         return _new(Classification, ("auth_failure", _state(sqlstate, "28P01"), None, message, None, False))
@@ -442,11 +516,19 @@ def classify(severity: str, message: str, sqlstate: str | None) -> Classificatio
         return _new(Classification, ("too_many_connections", _state(sqlstate, "53300"), None, message, None, False))
     if message.startswith(_CHECKPOINT_PREFIXES):
         return _new(
-            Classification, ("checkpoint", sqlstate, None, message, None, _SAFE_CHECKPOINT(message) is not None)
+            Classification,
+            (
+                "checkpoint",
+                sqlstate,
+                None,
+                message,
+                None,
+                _server_report(severity, sqlstate, message, _SAFE_CHECKPOINT),
+            ),
         )
     if message.startswith(_AUTOVACUUM_PREFIXES):
         return _new(
-            Classification, ("autovacuum", sqlstate, None, message, None, _SAFE_AUTOVACUUM(message) is not None)
+            Classification, ("autovacuum", sqlstate, None, message, None, _autovacuum_safe(severity, sqlstate, message))
         )
     head = message[:_HEAD]
     if severity in _ERROR_SEVERITIES:

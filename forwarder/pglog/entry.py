@@ -32,9 +32,13 @@ from typing import Final
 from forwarder.model import Kind, LogLine
 from forwarder.pglog.classify import classify
 from forwarder.pglog.normalize import normalize, normalize_refused, normalize_statement
-from forwarder.pglog.redact import redact_message, redact_text, scrub_passwords
+from forwarder.pglog.redact import TOKEN, redact_message, redact_text, scrub_passwords
 
 _new_line = tuple.__new__
+# Kinds whose messages `classify` may prove value-free by their shape alone (slow_query,
+# statement and lock_wait carry their own proofs: durations, statement names, lock tags).
+_REPORT_KINDS: Final = frozenset({"connection", "checkpoint", "autovacuum", "temp_file"})
+_RAISED: Final = " at RAISE"  # pl_exec.c's error context of a RAISE statement
 
 
 class Entry:
@@ -108,6 +112,23 @@ class Entry:
         # entry stays within a few bytes of the cap for multi-byte text (a bound, not an exact size).
         return text[:room]
 
+    def _from_the_server(self, kind: Kind, message: str) -> bool:
+        """Whether the entry around a report (a connection, checkpoint, autovacuum or temp file
+        message, whose proven shape still has room for words) says the server wrote it.
+
+        A function's RAISE (or an extension's message) carries a CONTEXT ("PL/pgSQL function ...
+        at RAISE") unless `log_error_verbosity` is terse; the server writes connection,
+        checkpoint and autovacuum reports with none. Checkpoints and autovacuum reports come
+        from background processes, which have no session: no user, no database (elog.c writes
+        them from MyProcPort, which those processes lack); a session's line with their words is
+        a RAISE. Temp file reports are a session's, and may carry the function's CONTEXT.
+        """
+        if kind == "autovacuum" and not message.startswith("automatic "):
+            return True  # cancelled or skipped tasks, wraparound warnings: exact texts
+        if self.context is not None and (kind != "temp_file" or _RAISED in self.context):
+            return False
+        return kind not in ("checkpoint", "autovacuum") or not (self.user or self.database)
+
     def finish(self, full_text: bool) -> LogLine:
         """Classify, remove values (unless `full_text`) and build the `LogLine`."""
         if self.parts is not None:
@@ -124,6 +145,8 @@ class Entry:
             )
         else:
             kind, sqlstate, duration, message, statement, safe = classify(self.severity, self.message, self.sqlstate)
+            if safe and kind in _REPORT_KINDS and not self._from_the_server(kind, message):
+                safe = False
             if statement is None:
                 statement = self.statement
         detail, hint, context, query = self.detail, self.hint, self.context, self.query
@@ -155,13 +178,21 @@ class Entry:
                 statement, redacted, fp = normalize_refused(statement, position)
             else:
                 statement, redacted, fp = normalize_statement(statement)
-            if not safe:
+            raised = _raised(sqlstate, context)
+            if raised:
+                # A function's own words (RAISE ... USING DETAIL/HINT too): never PostgreSQL's
+                # message, whatever wording it copies, so none of it is kept.
+                message = TOKEN
+                detail = None if detail is None else TOKEN
+                hint = None if hint is None else TOKEN
+                redacted = True
+            elif not safe:
                 message, changed = redact_message(message)
                 redacted = redacted or changed
-            if detail is not None:
+            if detail is not None and not raised:
                 detail, changed = redact_text(detail)
                 redacted = redacted or changed
-            if hint is not None:
+            if hint is not None and not raised:
                 hint, changed = redact_text(hint)
                 redacted = redacted or changed
             if context is not None:
@@ -198,6 +229,19 @@ class Entry:
                 self.orphan,
             ),
         )
+
+
+def _raised(sqlstate: str | None, context: str | None) -> bool:
+    """The entry is a PL/pgSQL RAISE: its SQLSTATE is RAISE EXCEPTION's default (P0001), or the
+    innermost frame of its CONTEXT is a RAISE statement (pl_exec.c). An error raised while a
+    RAISE evaluates its arguments has that frame too, and loses its message with it: value
+    removal errs on the side of removing."""
+    if sqlstate == "P0001":
+        return True
+    if context is None:
+        return False
+    nl = context.find("\n")
+    return (context if nl < 0 else context[:nl]).endswith(_RAISED)
 
 
 _AT_CHARACTER: Final = " at character "

@@ -41,6 +41,10 @@ Placeholders (`%%` is a literal percent sign):
     %Q  SQL to the end of the field (or to the next `Process N: ` line of a deadlock report)
     %p  a bind parameter list `$1 = '...', $2 = NULL`: each quoted value replaced (within its line)
 
+A value (%v, %p) can hold newlines, which PostgreSQL writes as they are: after a line whose value
+ends it (or whose bind parameter's quote is still open), the rest of the field is one `TOKEN`,
+never read as more messages.
+
 `scrub_passwords` runs on every field even when the database sends full text: `PASSWORD '...'`
 (CREATE/ALTER ROLE, `OPTIONS (password '...')`), `password=...` in connection strings (dblink,
 CREATE SUBSCRIPTION ... CONNECTION '...', postgres_fdw) and the password of a
@@ -607,14 +611,16 @@ _TEMPLATES: Final[tuple[str, ...]] = (
     "There are %n other sessions using the database.",
     "cannot drop the currently open database",
     # -- log_connections / log_disconnections / log_statement / log_duration when their message
-    #    is not proven value-free by classify (an unusual statement name)
-    "connection received: host=%s",
-    "connection received: host=%s port=%n",
-    'connection authenticated: identity="%i" method=%w (%s)',
-    "connection authorized: %s",
-    "replication connection authorized: %s",
-    "disconnection: session time: %s",
-    "connection ready: %s",
+    #    is not proven value-free by classify (an unusual statement name). The server's reports
+    #    (connections here, checkpoints and temp files below) that classify did not prove keep
+    #    their first words only: RAISE LOG can write those words followed by anything.
+    "connection received: host=%v",
+    "connection received: host=%v port=%n",
+    'connection authenticated: identity="%v" method=%w (%v)',
+    "connection authorized: %v",
+    "replication connection authorized: %v",
+    "disconnection: session time: %v",
+    "connection ready: %v",
     "duration: %n ms",
     "duration: %n ms  plan:",
     "duration: %n ms  statement",
@@ -788,11 +794,11 @@ _TEMPLATES: Final[tuple[str, ...]] = (
     "invalid resource manager ID %n at %s",
     "record with incorrect prev-link %s at %s",
     "invalid magic number %s in %s",
-    "checkpoint starting: %s",
-    "checkpoint complete: %s",
-    "restartpoint starting: %s",
-    "restartpoint complete: %s",
-    "recovery restart point at %s",
+    "checkpoint starting: %v",
+    "checkpoint complete: %v",
+    "restartpoint starting: %v",
+    "restartpoint complete: %v",
+    "recovery restart point at %v",
     "Last completed transaction was at log time %s.",
     "checkpoints are occurring too frequently (%n seconds apart)",
     "checkpoints are occurring too frequently (%n second apart)",
@@ -821,7 +827,7 @@ _TEMPLATES: Final[tuple[str, ...]] = (
     'logical replication table synchronization worker for subscription "%i", table "%i" has started',
     'logical replication table synchronization worker for subscription "%i", table "%i" has finished',
     "syncing data directory (%s), elapsed time: %s",
-    'temporary file: path "%i", size %n',
+    'temporary file: path "%v", size %n',
     'skipping vacuum of "%i" --- lock not available',
     'skipping analyze of "%i" --- lock not available',
     'skipping vacuum of "%i" --- relation no longer exists',
@@ -915,6 +921,12 @@ def _params(text: str) -> tuple[str, bool]:
     return out, out != text
 
 
+def _ends_its_line(text: str, stop: int, eol: int) -> bool:
+    """A value that ends its line (but for closing punctuation such as `"` or `".`): the line
+    break after it may be the value's own, and what follows more of the value."""
+    return eol - stop <= 3 and not any(c.isalnum() for c in text[stop:eol])
+
+
 _MAX_TEXT: Final = 64 * 1024
 # Texts that came out unchanged (value-free messages such as "canceling statement due to
 # statement timeout" or "See server log for query details.") repeat all day: remembered, they
@@ -977,6 +989,7 @@ def _redact(text: str) -> tuple[str, bool]:
             else:
                 pieces: list[str] = []
                 last = pos
+                spills = False
                 for group, action in enumerate(template.actions, 1):
                     start, stop = m.span(group)
                     pieces.append(text[last:start])
@@ -984,6 +997,7 @@ def _redact(text: str) -> tuple[str, bool]:
                     if action == _VALUE:
                         pieces.append(TOKEN)
                         changed = changed or value != TOKEN
+                        spills = spills or _ends_its_line(text, stop, eol)
                     else:
                         if action == _SQL:
                             repl, replaced = normalize(value)
@@ -991,11 +1005,17 @@ def _redact(text: str) -> tuple[str, bool]:
                             repl, replaced = scrub(value)
                         else:
                             repl, replaced = _params(value)
+                            spills = spills or value.replace("''", "").count("'") % 2 == 1
                         pieces.append(repl)
                         changed = changed or replaced
                     last = stop
                 pieces.append(text[last:end])
                 out.append("".join(pieces))
+                if spills and end < n:
+                    # The value may go on over the next lines (PostgreSQL writes a value's newlines
+                    # as they are, and its quotes unescaped): none of them is read as a message.
+                    out.append(TOKEN)
+                    return "\n".join(out), True
         if end >= n:
             break
         pos = end + 1

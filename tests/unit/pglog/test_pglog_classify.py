@@ -263,12 +263,59 @@ SAFE_CASES = [
     ("process 1 still waiting for ExclusiveLock on advisory lock [1,2,3,1] after 1000.0 ms", False),
     ("deadlock detected", False),  # other kinds go through the template table
     ('relation "t" does not exist', False),
+    # The reports' words, then free text (RAISE LOG): never safe, quote or not.
+    ("checkpoint starting: immediate force wait", True),
+    ("restartpoint starting: shutdown immediate", True),
+    ("checkpoint starting: fast force wait", True),  # PG18's word for immediate
+    ("checkpoint starting: card 4111 1111 for John Smith", False),
+    (
+        "checkpoint complete: wrote 3 buffers (0.0%); 0 WAL file(s) added, 0 removed, 0 recycled; write=0.002 s, "
+        "sync=0.001 s, total=0.010 s; sync files=2, longest=0.001 s, average=0.001 s; distance=0 kB, "
+        "estimate=0 kB; lsn=0/1500100, redo lsn=0/15000C8",
+        True,
+    ),
+    ("checkpoint complete: wrote 3 buffers (0.0%), wrote 1 SLRU buffers; 0 WAL file(s) added", True),  # PG17
+    ("checkpoint complete: customer John Smith owes 5000", False),
+    ("connection received: host=[local]", True),
+    ("connection received: host=johnsmith ssn 123", False),
+    ("connection authorized: user=postgres database=postgres application_name=psql", True),
+    (
+        "connection authorized: user=app database=shop application_name=pgAdmin 4 - DB:shop SSL enabled "
+        "(protocol=TLSv1.3, cipher=TLS_AES_256_GCM_SHA384, bits=256)",
+        True,
+    ),
+    ("replication connection authorized: user=rep application_name=walreceiver", True),
+    ("connection authorized: user=x ssn 123-45-6789 John Smith", False),
+    ("disconnection: session time: 0:00:01.234 user=app database=shop host=10.0.0.1 port=5432", True),
+    ("disconnection: session time: 0:00:00.005 user=postgres database=postgres host=[local]", True),
+    ("disconnection: session time: 0:00:00.000 user=patient Jane Doe diagnosis HIV", False),
+    ('temporary file: path "base/pgsql_tmp/pgsql_tmp1234.0.fileset/i1of2.p0.0", size 8192', True),
+    ('temporary file: path "pg_tblspc/16385/PG_15_202209061/pgsql_tmp/pgsql_tmp99.3", size 1', True),
+    ('temporary file: path "ssn 123-45-6789 John Smith", size 1', False),
+    (
+        'automatic vacuum of table "a.b.c": index scans: 0\npages: 0 removed, 1 remain, 1 scanned (100.00% of total)'
+        "\nvisibility map: 1 pages set all-visible, 0 pages set all-frozen (0 were all-visible)"
+        "\ndelay time: 0.000 ms\nsystem usage: CPU: user: 0.00 s, system: 0.00 s, elapsed: 0.00 s",
+        True,
+    ),
+    # text a child process wrote to stderr, unprefixed, inside the report's entry
+    ('automatic vacuum of table "a.b.c": index scans: 0\npages: 0 removed, 1 remain\ndebug: John Smith 4111', False),
 ]
 
 
 @pytest.mark.parametrize(("message", "safe"), SAFE_CASES)
 def test_safe_only_for_messages_of_server_facts(message: str, safe: bool) -> None:
     assert classify("LOG", message, None).safe is safe
+
+
+@pytest.mark.parametrize(
+    ("severity", "sqlstate"), [("ERROR", "P0001"), ("WARNING", None), ("LOG", "P0001"), ("NOTICE", None)]
+)
+def test_a_report_is_the_servers_only_at_log_without_sqlstate(severity: str, sqlstate: str | None) -> None:
+    # RAISE EXCEPTION 'checkpoint complete: ...' is an ERROR with P0001; the server's reports are LOG.
+    message = "checkpoint complete: wrote 3 buffers (0.0%); 0 WAL file(s) added"
+    assert classify("LOG", message, None).safe is True
+    assert classify(severity, message, sqlstate).safe is False
 
 
 def test_a_long_report_that_is_not_safe_fails_fast() -> None:

@@ -1226,13 +1226,31 @@ CASES = [
     case(
         entry("LOG:  checkpoint starting: S3CR 'x'"),  # RAISE LOG mimicking a checkpoint: kind kept, text not
         "checkpoint",
-        message="...",
+        message="checkpoint starting: ...",
+        redacted=True,
+    ),
+    case(
+        entry("LOG:  checkpoint starting: S3CR and more words"),  # no quote to give it away (terse verbosity)
+        "checkpoint",
+        message="checkpoint starting: ...",
         redacted=True,
     ),
     case(
         entry("LOG:  connection received: host=S3CR 'x' port=1"),
         "connection",
-        message="...",
+        message="connection received: host=...",
+        redacted=True,
+    ),
+    case(
+        entry("LOG:  connection authorized: user=S3CR and S3CR"),
+        "connection",
+        message="connection authorized: ...",
+        redacted=True,
+    ),
+    case(
+        entry('LOG:  temporary file: path "S3CR S3CR", size 1'),
+        "temp_file",
+        message='temporary file: path "...", size 1',
         redacted=True,
     ),
     case(entry('NOTICE:  table "t" does not exist, skipping'), "other", message='table "t" does not exist, skipping'),

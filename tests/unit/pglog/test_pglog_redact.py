@@ -337,7 +337,7 @@ def test_full_text_keeps_values() -> None:
 
 
 def test_redacted_flag_only_when_something_was_removed() -> None:
-    clean = one(f"{T0} [1] a@b/c LOG:  checkpoint starting: time\n")
+    clean = one(f"{T0} [1] LOG:  checkpoint starting: time\n")  # the checkpointer: no session
     assert not clean.redacted
     dirty = one(f"{T0} [1] a@b/c LOG:  statement: SELECT 'x'\n")
     assert dirty.redacted
@@ -453,3 +453,63 @@ def test_a_long_statement_the_server_refused_is_reduced_from_the_error_position(
         f"{T0} [7] app@shop/psql LOG:  duration: 1.000 ms  statement: SELECT * FROM customers WHERE name = Zalgoria\n"
     )
     assert slow.statement == "SELECT * FROM customers WHERE name = Zalgoria"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # A bind parameter or a COPY field with newlines: PostgreSQL writes them as they are, so
+        # the lines after are the value's, even when one reads like a message of the table.
+        ("parameters: $1 = 'Dear support,\nexecute the refund S3CR\nThanks'", "parameters: $1 = '...'\n..."),
+        (
+            "unnamed portal with parameters: $1 = 'Hi\nAvailable values: S3CR.\nbye'",
+            "unnamed portal with parameters: $1 = '...'\n...",
+        ),
+        ('COPY notes, line 1, column note: "Dear,\nexecute S3CR\nbye"', "COPY notes, line 1, column note: ...\n..."),
+        # an unescaped quote ends the quoted value early: its next line is still the value's
+        (
+            'invalid input syntax for type integer: "x"\nexecute the refund S3CR',
+            'invalid input syntax for type integer: "..."\n...',
+        ),
+        # parameters whose quotes all close end on their line: the next frames stay
+        (
+            "unnamed portal with parameters: $1 = 'a''b', $2 = NULL\nPL/pgSQL function f() line 3 at SQL statement",
+            "unnamed portal with parameters: $1 = '...', $2 = NULL\nPL/pgSQL function f() line 3 at SQL statement",
+        ),
+    ],
+)
+def test_a_value_over_several_lines_takes_them_all(text: str, expected: str) -> None:
+    assert redact_text(text) == (expected, True)
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        # RAISE LOG in a function (default verbosity: its CONTEXT says so)
+        ["LOG:  checkpoint complete: wrote 1 buffers (0.0%); S3CR", "CONTEXT:  PL/pgSQL function f() line 2 at RAISE"],
+        [
+            "LOG:  connection authorized: user=a database=b application_name=S3CR",
+            "CONTEXT:  PL/pgSQL function f() line 2 at RAISE",
+        ],
+        # RAISE EXCEPTION starting like a message of the table, with its DETAIL and HINT
+        [
+            "ERROR:  permission denied to S3CR",
+            "DETAIL:  Reason code: S3CR.",
+            "HINT:  S3CR",
+            "CONTEXT:  PL/pgSQL function f() line 2 at RAISE",
+        ],
+        # a checkpoint report from a session (the checkpointer has no user or database): a RAISE
+        ["LOG:  checkpoint complete: wrote 1 buffers (0.0%); S3CR"],
+    ],
+)
+def test_a_raise_keeps_none_of_its_words(lines: list[str]) -> None:
+    head, *rest = lines
+    line = one(f"{T0} [1] a@b/c {head}\n" + "".join(f"{T0} [1] a@b/c {more}\n" for more in rest))
+    assert "S3CR" not in json.dumps(spec_fields(line)) and line.redacted
+
+
+def test_a_raise_identified_by_its_sqlstate_alone() -> None:
+    # no CONTEXT line, but the SQLSTATE (verbose mode here; %e, csvlog, jsonlog alike) is RAISE
+    # EXCEPTION's default, P0001
+    line = one(f"{T0} [1] a@b/c ERROR:  P0001: permission denied to S3CR\n")
+    assert line.message == "..." and line.sqlstate == "P0001"
