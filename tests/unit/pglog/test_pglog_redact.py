@@ -311,6 +311,18 @@ def test_token_is_documented_value() -> None:
             "SELECT dblink('postgresql://bob:...@db/shop', 'SELECT 1')",
         ),
         ('password authentication failed for user "bob"', 'password authentication failed for user "bob"'),
+        # every way the lexer (scan.l) lets a client write the literal
+        ("ALTER ROLE bob PASSWORD U&'uni\\0063odeS3CR'", "ALTER ROLE bob PASSWORD '...'"),
+        ("ALTER ROLE bob PASSWORD E'esc\\'S3CR'", "ALTER ROLE bob PASSWORD '...'"),
+        ("ALTER ROLE bob PASSWORD /* pw */ 'S3CR'", "ALTER ROLE bob PASSWORD /* pw */ '...'"),
+        ("ALTER ROLE bob PASSWORD -- pw\n 'S3CR'", "ALTER ROLE bob PASSWORD -- pw\n '...'"),
+        ("ALTER ROLE bob PASSWORD 'a'\n'S3CR'", "ALTER ROLE bob PASSWORD '...'"),
+        ("CREATE ROLE dave PASSWORD 'a' 'S3CR'", "CREATE ROLE dave PASSWORD '...'"),
+        (
+            "ALTER USER MAPPING FOR bob SERVER s OPTIONS (SET \"password\" 'S3CR')",
+            "ALTER USER MAPPING FOR bob SERVER s OPTIONS (SET \"password\" '...')",
+        ),
+        ("ALTER ROLE bob PASSWORD NULL", "ALTER ROLE bob PASSWORD NULL"),
     ],
 )
 def test_scrub_passwords(text: str, expected: str) -> None:
