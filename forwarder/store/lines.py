@@ -8,6 +8,7 @@ it is appended (DESIGN section 6).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 import unicodedata
@@ -329,11 +330,33 @@ def line_search_text(line: LogLine) -> str:
 
 
 def _fold(text: str) -> str:
-    # Same folding as FTS5 unicode61 remove_diacritics: case-insensitive, accents ignored.
+    """The folding of FTS5's `unicode61 remove_diacritics 2` tokenizer, so that a word found in the
+    index is found by the scan of the unindexed lines, and a term folded like its words: lower case
+    (not Unicode case folding: ß stays ß), and the marks of Latin letters removed (é -> e), as
+    the tokenizer's table does for the Latin letters only (ザ keeps its voicing mark). Checked
+    against SQLite's own tokenizer over U+00A0-U+33FF: rare letters still differ (Cherokee,
+    Cyrillic supplements, a few Latin letters with two marks); a word of them is found through
+    the index, not in the few lines it has not taken yet."""
     if text.isascii():
-        return text.lower()  # what casefold and NFKD do to ASCII, ~20x faster
-    decomposed = unicodedata.normalize("NFKD", text.casefold())
-    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+        return text.lower()
+    return "".join(_fold_char(ch) if ch >= "\x80" else ch for ch in text.lower())
+
+
+# Folds of FTS5's own case table (fts5_unicode2.c) that str.lower() lacks: the long s, final
+# sigma and the Greek symbol variants to their letters, the micro sign to mu, and the combining
+# dot above that the capital I with dot lowers to.
+_FTS5_FOLDS: Final = str.maketrans(
+    "\u017f\u03c2\u03d0\u03d1\u03d5\u03d6\u03f0\u03f1\u03f5\u1e9b\u00b5",
+    "s\u03c3\u03b2\u03b8\u03c6\u03c0\u03ba\u03c1\u03b5s\u03bc",
+) | {0x0307: None}
+
+
+@functools.lru_cache(maxsize=4096)
+def _fold_char(ch: str) -> str:
+    decomposed = unicodedata.normalize("NFD", ch)
+    if len(decomposed) > 1 and decomposed[0] < "\x80" and all(unicodedata.combining(c) for c in decomposed[1:]):
+        return decomposed[0]  # a Latin letter with marks (é, ñ, ǖ)
+    return ch.translate(_FTS5_FOLDS)
 
 
 def query_terms(q: str) -> list[str]:
@@ -560,12 +583,12 @@ def list_lines(conn: sqlite3.Connection, db_code: int, query: LineQuery) -> Page
         where.append("id > ?")
         params.append(query.after)
     order: Order = "ASC" if query.after is not None else "DESC"
-    if query.q is not None and _WORD_RE.search(query.q):
+    if query.q is not None and _FTS_TOKEN_RE.search(query.q):
         bounded = _Where(" AND ".join(where), params)
         envelope = (ranges[0][0], ranges[-1][1])
         return _page(conn, query, _word_search(conn, _Where(filters, filter_params), bounded, query, order, envelope))
     if query.q is not None:
-        # Punctuation only (`>`, `::`): nothing for the word index, so a substring scan.
+        # No letter or digit (`>`, `::`, `_`): nothing for the word index, so a substring scan.
         where.append("fwd_doc_contains(doc, ?)")
         params.append(_fold(query.q))
     if timed:

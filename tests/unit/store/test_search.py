@@ -105,3 +105,33 @@ def test_a_rare_word_is_found_without_walking_every_line(tmp_path: Path) -> None
             assert len(page.docs) == (q == "needle")
     # Walking the ~14,000 lines of the database took ~3,600 of these (100 instructions each); now 4.
     assert steps.count < 200, steps.count
+
+
+@pytest.mark.parametrize("indexed", [True, False])
+@pytest.mark.parametrize(
+    ("q", "found"),
+    [
+        ("straße", True),
+        ("Straße", True),
+        ("strasse", False),  # ß is a letter of its own to the index, not "ss"
+        ("ecole", True),
+        ("ÉCOLE", True),
+        ("ユーザー", True),  # the voicing mark is part of the word (it is no Latin accent)
+        ("ユーザ", True),
+        ("_", True),  # no letter or digit: a substring
+        ("__", False),
+    ],
+)
+def test_a_word_is_found_as_written_whether_indexed_or_not(tmp_path: Path, q: str, found: bool, indexed: bool) -> None:
+    conn = fill(tmp_path / "s.db", 3, random.Random(3))
+    with conn:
+        L.append(
+            conn,
+            L.Identity(1, "main", "main", "h"),
+            [LogLine(T0, "LOG", "other", 'Straße café ÉCOLE relation "ユーザー" under_score')],
+        )
+        if indexed:
+            while L.index_fts(conn, 5000):
+                pass
+    page = L.list_lines(conn, 1, L.LineQuery(limit=50, q=q))
+    assert [b"under_score" in doc for doc in page.docs].count(True) == found, q
