@@ -13,7 +13,7 @@ import contextlib
 from typing import Annotated, Any, Final, Literal
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, RootModel, SecretStr, StrictBool, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, RootModel, SecretStr, StrictBool, ValidationError, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from forwarder import metrics
@@ -71,6 +71,13 @@ class QuestionRequest(BaseModel):
     deep: StrictBool = Field(False, description="Use the stronger (deep) model.")
     about: AboutBody | SkipJsonSchema[None] = Field(None, description="A finding, alert, query or database.")
 
+    @field_validator("question")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("a question needs more than spaces")
+        return value
+
 
 class SettingsBody(BaseModel):
     """Turn Ask on or off for the organization."""
@@ -85,9 +92,24 @@ class KeyBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     provider: ProviderName = Field(description="openai, anthropic or openrouter.")
-    api_key: SecretStr = Field(min_length=1, max_length=500, description="The provider's API key (write-only).")
+    api_key: SecretStr = Field(
+        min_length=1,
+        max_length=500,
+        description="The provider's API key (write-only): printable ASCII without spaces.",
+        json_schema_extra={"pattern": "^[!-~]+$"},  # checked by _key_is_a_token (SecretStr takes no pattern)
+    )
     fast_model: str = Field("", max_length=200, description="Model for questions; empty: the provider's default.")
     deep_model: str = Field("", max_length=200, description="Model for `deep` questions; empty: the default.")
+
+    @field_validator("api_key")
+    @classmethod
+    def _key_is_a_token(cls, value: SecretStr) -> SecretStr:
+        # Providers' keys are printable ASCII without spaces (sk-..., sk-ant-...); anything else
+        # cannot go in an HTTP header, so it is refused here, not sent (the message never
+        # repeats the key).
+        if not all("!" <= c <= "~" for c in value.get_secret_value()):
+            raise ValueError("a key is printable ASCII without spaces, as the provider gave it")
+        return value
 
 
 class FeedbackBody(BaseModel):

@@ -576,10 +576,16 @@ def validation_error(exc: ValidationError, within: str = "") -> ApiError:
     """The first problem of a body, naming its field (`within` prefixes it: `config.url`)."""
     err = exc.errors(include_url=False, include_input=False)[0]
     # A union (an optional nested body) puts its member's tag in the path ("AboutBody",
-    # "function-after[...]"); fields are snake_case, so such parts are the tags, not fields.
-    parts = [str(p) for p in err["loc"] if not (isinstance(p, str) and (p[:1].isupper() or "[" in p))]
+    # "function-after[...]", "constrained-str"); fields are snake_case, so such parts are the
+    # tags, not fields.
+    parts = [str(p) for p in err["loc"] if not (isinstance(p, str) and (p[:1].isupper() or "[" in p or "-" in p))]
     name = ".".join([*([within] if within else []), *parts])
-    message = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
+    if err["type"] == "extra_forbidden":
+        message = "unknown field"
+    elif err["type"] in ("model_type", "model_attributes_type", "dict_type"):
+        message = "must be a JSON object"  # not pydantic's "... or instance of AboutBody"
+    else:
+        message = err["msg"].removeprefix("Value error, ")
     return bad_body(name, message)
 
 

@@ -135,9 +135,17 @@ async def test_refusals_come_in_order_and_count_nothing(api: Api) -> None:
         ({"question": "x", "about": {"kind": "finding", "id": "ab"}}, "about.database"),
         ({"question": "x", "about": {"kind": "nope", "id": "ab"}}, "about.kind"),
         ({"question": "x", "deep": "yes"}, "deep"),
+        ({"question": " \n\t "}, "question"),  # blank: no conversation without a title
+        # the field as the caller wrote it, not pydantic's tag for a constrained type
+        ({"question": "x", "database": 123}, "database"),
+        ({"question": "x", "conversation_id": ""}, "conversation_id"),
+        ({"question": "x", "about": {"kind": "finding", "id": "x", "database": 5}}, "about.database"),
+        ({"question": "x", "about": "finding"}, "about"),
     ]:
         status, body, _ = await events_of(api, bad)
         assert status == 400 and body["error"]["field"] == field, body
+        assert body["error"]["message"].startswith(f"{field}: "), body
+        assert "Value error" not in body["error"]["message"] and "AboutBody" not in body["error"]["message"]
     status, body, _ = await events_of(api, {"question": "x", "conversation_id": "conv_nope"})
     assert (status, body["error"]["code"]) == (404, "not_found")
     status, body, _ = await events_of(api, {"question": "x", "about": {"kind": "alert", "id": "00000000000000aa"}})
@@ -522,3 +530,22 @@ async def test_a_client_that_leaves_stops_a_running_tool_and_is_counted(api: Api
     refused_before = metrics.ASK_REFUSALS.labels("not_found")._value.get()
     await events_of(api, {"question": "q", "conversation_id": "conv_gone"})
     assert metrics.ASK_REFUSALS.labels("not_found")._value.get() == refused_before + 1
+
+
+@pytest.mark.parametrize("key", ["é-key", "   ", "abc\n", "key\x00", "sk-with space"])
+async def test_a_key_that_cannot_be_one_is_refused_before_the_provider_is_asked(api: Api, key: str) -> None:
+    # It could not go in an HTTP header: the provider's SDK failed on it (a 500), or it was
+    # reported as the provider being unreachable (a 502 that says "try again").
+    asked: list[str] = []
+
+    async def check(provider: str, api_key: str, config: Any) -> Any:
+        asked.append(api_key)
+        raise AssertionError("the provider must not be asked")
+
+    service(api).check_key = check
+    async with api.session.put(
+        api.url("/v1/ask/key"), json={"provider": "openai", "api_key": key}, headers=api.auth(api.read_write)
+    ) as resp:
+        body = await resp.json()
+    assert resp.status == 400 and body["error"]["field"] == "api_key" and asked == []
+    assert not key.strip() or key.strip() not in body["error"]["message"]
