@@ -36,7 +36,8 @@ STATUS_OF = {
     "FATAL": "critical",
     "PANIC": "critical",
 }
-DDTAGS = re.compile(r"source:service,database:([\w\-:./]*),kind:([a-z_]+)")
+# "A tag cannot end with a colon" (Getting Started with Tags): a database tag has a value or is absent.
+DDTAGS = re.compile(r"source:service,(?:database:([\w\-:./]*[^\W_]|[\w\-:./]*[\-:./]),)?kind:([a-z_]+)")
 
 
 @dataclass
@@ -111,7 +112,7 @@ class DatadogReceiver(HttpReceiver[DatadogRequest]):
         if not isinstance(ts, int) or isinstance(ts, bool) or ts != round(when.timestamp() * 1000):
             raise fail(f"timestamp {ts!r} for time {doc['time']!r}")
         m = DDTAGS.fullmatch(item["ddtags"]) if isinstance(item["ddtags"], str) else None
-        if m is None or m.group(2) != doc["kind"] or len(f"database:{m.group(1)}") > 200:
+        if m is None or m.group(2) != doc["kind"] or len(f"database:{m.group(1)}") > 200 or "__" in (m.group(1) or ""):
             raise fail(f"ddtags {item['ddtags']!r}")
         message = item["message"]
         if not isinstance(message, str) or not message.startswith(f"{doc['severity']}:  "):

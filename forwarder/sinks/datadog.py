@@ -92,22 +92,23 @@ class DatadogConfig(BaseModel):
 # --- encode ---------------------------------------------------------------------------------------
 
 # "Getting Started with Tags", Define tags: tags hold letters, digits, `_ - : . /` (anything else is
-# converted to underscores), are lowercased and at most 200 characters. Done here so a database
-# name with a comma cannot split `ddtags` into other tags.
-_TAG_FORBIDDEN = re.compile(r"[^\w\-:./]")
+# converted to underscores), are lowercased and at most 200 characters; the Agent's normalization
+# (NormalizeTag) also makes a run of underscores one and drops trailing ones, and "a tag cannot end
+# with a colon". Done here so a database name with a comma cannot split `ddtags` into other tags.
+_TAG_FORBIDDEN = re.compile(r"[^\w\-:./]+|_{2,}")
 MAX_TAG_CHARS: Final = 200
 
 
-def tag(key: str, value: str) -> str:
-    """`key:value` as Datadog stores the tag."""
-    return f"{key}:{_TAG_FORBIDDEN.sub('_', value.lower())}"[:MAX_TAG_CHARS]
+def tag(key: str, value: str) -> str | None:
+    """`key:value` as Datadog stores the tag; None when nothing of the value is left."""
+    kept = _TAG_FORBIDDEN.sub("_", value.lower())[: MAX_TAG_CHARS - len(key) - 1].rstrip("_")
+    return f"{key}:{kept}" if kept else None
 
 
 def ddtags(fields: Mapping[str, Any]) -> str:
     # `source:service` is written as SPEC issue 5 gives it.
-    database = tag("database", str(fields.get("database_name") or ""))
-    kind = tag("kind", str(fields.get("kind") or ""))
-    return f"source:service,{database},{kind}"
+    tags = [tag("database", str(fields.get("database_name") or "")), tag("kind", str(fields.get("kind") or ""))]
+    return ",".join(["source:service", *(t for t in tags if t is not None)])
 
 
 def timestamp_ms(time_text: str) -> int:

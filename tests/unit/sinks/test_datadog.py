@@ -111,6 +111,10 @@ def test_status_follows_the_severity(severity: str, status: str) -> None:
         ("eu/prod-1.main:x", "checkpoint", "source:service,database:eu/prod-1.main:x,kind:checkpoint"),
         ("Café 日本", "other", "source:service,database:café_日本,kind:other"),
         ("x" * 300, "error", "source:service,database:" + "x" * 191 + ",kind:error"),  # 200 characters a tag
+        ('My,DB "x" \u00dcn', "other", "source:service,database:my_db_x_\u00fcn,kind:other"),  # one _ a run
+        ("prod (eu)", "other", "source:service,database:prod_eu,kind:other"),  # no trailing _
+        ("", "other", "source:service,kind:other"),  # never "database:" (the test line has no database)
+        ("!!!", "other", "source:service,kind:other"),
     ],
 )
 def test_ddtags_name_the_source_database_and_kind(database_name: str, kind: str, tags: str) -> None:
