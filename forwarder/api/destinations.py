@@ -65,10 +65,13 @@ class PatchBody(BaseModel):
     """Body of PATCH /v1/log-destinations/{id}: any of its fields, at least one."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
-    name: DisplayName | None = Field(default=None, description="Display name.")
-    enabled: StrictBool | None = None
-    config: dict[str, Any] | None = Field(default=None, description="Settings of the kind, replaced whole.")
-    filter: FilterBody | None = None
+    # Not nullable: null is not "keep it" (leave the field out for that), and a 400 says so.
+    name: DisplayName | SkipJsonSchema[None] = Field(default=None, description="Display name.")
+    enabled: StrictBool | SkipJsonSchema[None] = None
+    config: dict[str, Any] | SkipJsonSchema[None] = Field(
+        default=None, description="Settings of the kind, replaced whole."
+    )
+    filter: FilterBody | SkipJsonSchema[None] = None
     secret: Credential = None
 
 
@@ -254,6 +257,9 @@ async def change_from(ctx: ApiContext, dest: Destination, body: PatchBody, princ
         raise bad_body("", "give at least one of `name`, `enabled`, `config`, `filter`, `secret`")
     if "secret" in body.model_fields_set and body.secret is None:
         raise bad_body("secret", "cannot be removed; give a new one")
+    for field in ("name", "enabled", "config", "filter"):
+        if field in body.model_fields_set and getattr(body, field) is None:
+            raise bad_body(field, "must not be null; leave the field out to keep it")
     changes = cases.Changes(
         name=body.name,
         enabled=body.enabled,

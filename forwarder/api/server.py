@@ -37,6 +37,8 @@ from forwarder.web.session import page_middleware
 
 log = logging.getLogger(__name__)
 
+MAX_BODY_BYTES: Final = 1 << 20  # the largest body a request may carry (a 413 beyond)
+
 PUBLIC_PATHS: Final = frozenset({"/healthz", "/readyz", "/metrics", "/v1/openapi.json"})
 
 
@@ -57,9 +59,11 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
             text = "no such page" if exc.status == 404 else exc.reason
             return error_page(request, exc.status, text)
         code = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large"}.get(exc.status, "http_error")
-        message = {404: "no such endpoint", 405: f"method {request.method} is not allowed here"}.get(
-            exc.status, exc.reason
-        )
+        message = {
+            404: "no such endpoint",
+            405: f"method {request.method} is not allowed here",
+            413: f"a request body is at most {MAX_BODY_BYTES // 1024} KiB",
+        }.get(exc.status, exc.reason)
         resp = ApiError(exc.status, code, message).response()
         if exc.status == 405 and "Allow" in exc.headers:
             resp.headers["Allow"] = exc.headers["Allow"]
@@ -129,7 +133,7 @@ async def openapi(request: web.Request) -> web.Response:
 def build_app(ctx: ApiContext, *, pages: bool) -> web.Application:
     """The aiohttp application serving `ctx`: the API, and with `pages` the web pages under /ui/."""
     middlewares = [metrics_middleware, error_middleware, auth_middleware, page_middleware]
-    app = web.Application(middlewares=middlewares, client_max_size=1 << 20)
+    app = web.Application(middlewares=middlewares, client_max_size=MAX_BODY_BYTES)
     app[CONTEXT] = ctx
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)

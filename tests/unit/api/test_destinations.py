@@ -78,9 +78,12 @@ async def test_change_and_delete(api: Api) -> None:
     )
     assert status == 200 and changed["enabled"] is False and changed["filter"]["kinds"] == ["errors"]
     assert api.daemon.delivery is not None and api.daemon.delivery.state(dest) is None  # its loop stopped
-    for body, field in (({}, None), ({"type": "loki"}, "type"), ({"secret": None}, "secret")):
+    nulls = [({field: None}, field) for field in ("name", "enabled", "config", "filter", "secret")]
+    for body, field in [({}, None), ({"type": "loki"}, "type"), *nulls]:
         status, data = await call(api, "PATCH", f"/v1/log-destinations/{dest}", body)
-        assert status == 400 and data["error"].get("field") == field
+        assert status == 400 and data["error"].get("field") == field, body  # null is no silent "keep it"
+    _, shown = await call(api, "GET", f"/v1/log-destinations/{dest}")
+    assert shown["name"] == created["name"] and shown["enabled"] is False
     status, _ = await call(api, "DELETE", f"/v1/log-destinations/{dest}")
     assert status == 204
     status, data = await call(api, "GET", f"/v1/log-destinations/{dest}")
@@ -110,3 +113,9 @@ async def test_loopback_is_refused_unless_the_operator_allows_it(tmp_path: Path)
                     assert (await resp.json())["error"]["field"] == "config.url"
     finally:
         await daemon.aclose()
+
+
+async def test_a_body_over_the_limit_is_a_json_413_that_says_the_limit(api: Api) -> None:
+    status, data = await call(api, "POST", "/v1/log-destinations", {**HOOK, "name": "x" * (1 << 20)})
+    assert status == 413 and data["error"]["code"] == "body_too_large"
+    assert data["error"]["message"] == "a request body is at most 1024 KiB"
