@@ -729,6 +729,11 @@ _TEMPLATES: Final[tuple[str, ...]] = (
     "autovacuum launcher shutting down",
     "logical replication launcher shutting down",
     "received SIGHUP, reloading configuration files",
+    # A custom setting (an extension's or the application's: "myapp.api_key") may hold anything,
+    # a key that looks like one lowercase word included: its value goes unless it is a number
+    # (auto_explain.log_min_duration = 250). Core settings have no dot.
+    'parameter "%w.%w" changed to "%n"',
+    'parameter "%w.%w" changed to "%v"',
     'parameter "%i" changed to "%c"',
     'parameter "%i" changed to "%v"',
     'parameter "%i" removed from configuration file, reset to default',

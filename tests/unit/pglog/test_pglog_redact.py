@@ -525,3 +525,19 @@ def test_a_raise_identified_by_its_sqlstate_alone() -> None:
     # EXCEPTION's default, P0001
     line = one(f"{T0} [1] a@b/c ERROR:  P0001: permission denied to S3CR\n")
     assert line.message == "..." and line.sqlstate == "P0001"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('parameter "myapp.api_key" changed to "sk_live_hunter2"', 'parameter "myapp.api_key" changed to "..."'),
+        (
+            'parameter "pg_stat_statements.track" changed to "all"',
+            'parameter "pg_stat_statements.track" changed to "..."',
+        ),
+        ('parameter "auto_explain.log_min_duration" changed to "250"', None),
+        ('parameter "wal_level" changed to "replica"', None),  # a core setting keeps its word
+    ],
+)
+def test_a_custom_settings_value_goes_unless_it_is_a_number(text: str, expected: str | None) -> None:
+    assert redact_text(text) == ((expected, True) if expected is not None else (text, False))
