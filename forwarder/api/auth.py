@@ -35,7 +35,11 @@ PRINCIPAL: Final = web.RequestKey("principal", Principal)
 
 async def authenticate(request: web.Request, store: Store) -> Principal:
     """The caller of `request`, or ApiError 401/403."""
-    header = request.headers.get("Authorization", "")
+    given = request.headers.getall("Authorization", [])
+    if len(given) > 1:
+        # RFC 9110 section 11.6.2 allows one credential; which one a proxy or a client meant is unknown.
+        raise ApiError(401, "unauthorized", "one Authorization header, not several")
+    header = given[0] if given else ""
     scheme, _, token = header.partition(" ")
     if not header:
         raise ApiError(401, "unauthorized", "missing Authorization: Bearer <key> header")

@@ -7,9 +7,10 @@ ending in "\\n". The `_id` is fixed per line, so a resend (after a timeout, a cr
 failure) answers 409 for what is already stored, and that counts as delivered: no duplicates.
 
 The document is the line's SPEC 2.1 fields plus `@timestamp` and `log.level`, `host` kept a string
-as SPEC 2.1 gives it (see `document` for why not ECS's `host.name`). Auth: `Authorization: ApiKey <secret>` (Elasticsearch
-API keys), or HTTP basic `<username>:<secret>` when `username` is set (OpenSearch has no API keys: its
-security plugin authenticates internal users with basic auth; Elasticsearch accepts both).
+as SPEC 2.1 gives it (see `document` for why not ECS's `host.name`). Auth: `Authorization: ApiKey
+<secret>` (Elasticsearch API keys), or HTTP basic `<username>:<secret>` when `username` is set
+(OpenSearch has no API keys: its security plugin authenticates internal users with basic auth;
+Elasticsearch accepts both).
 """
 
 from __future__ import annotations

@@ -120,6 +120,14 @@ async def test_malformed_authorization_is_401_and_never_echoes_the_key(api: Api,
         assert "fwd_x_y" not in text and "dXNlcjpwYXNz" not in text
 
 
+async def test_two_authorization_headers_are_refused_whichever_comes_first(api: Api) -> None:
+    good = api.auth(api.read_write)["Authorization"]
+    for pair in ([good, "Bearer fwd_x_y"], ["Bearer fwd_x_y", good], [good, good]):
+        async with api.session.get(api.url("/v1/databases"), headers=[("Authorization", h) for h in pair]) as resp:
+            assert resp.status == 401, pair
+            assert "fwd_x_y" not in await resp.text()
+
+
 async def test_a_revoked_key_stops_working(api: Api) -> None:
     key, full = await api.daemon.store.create_key("temp", "read-write")
     async with api.session.get(api.url("/v1/databases"), headers=api.auth(full)) as resp:
