@@ -51,15 +51,27 @@ def _check_id(value: str) -> str:
     return value
 
 
+# Unicode's bidirectional formatting characters (UAX #9: LRE..RLO, LRI..PDI, LRM, RLM, ALM): one
+# in a name reorders the text printed after it ("Trojan Source", CVE-2021-42574).
+_BIDI_CONTROLS: Final = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
+
+
 def _no_control_characters(value: str) -> str:
-    # Names are printed on terminals: ESC, BEL or CR in one could rewrite the screen or the title.
-    if any(unicodedata.category(c) == "Cc" for c in value):
-        raise PydanticCustomError("control_characters", "must not contain control characters (such as ESC, CR or LF)")
+    # Names are printed on terminals: ESC, BEL or CR in one could rewrite the screen or the title;
+    # a line or paragraph separator breaks the line, a bidi control reorders it.
+    if any(unicodedata.category(c) in ("Cc", "Zl", "Zp") or c in _BIDI_CONTROLS for c in value):
+        raise PydanticCustomError(
+            "control_characters",
+            "must not contain control characters (such as ESC, CR or LF), line separators or bidi controls",
+        )
+    if not value.strip():
+        raise PydanticCustomError("blank", "must not be blank")
     return value
 
 
 DisplayName = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_no_control_characters)]
-"""A destination's display name: 1-200 characters, none of them a control character."""
+"""A destination's display name: 1-200 characters, not blank, none of them a control character, a
+line separator or a bidi control."""
 
 
 class ConfigError(Exception):

@@ -18,7 +18,12 @@ HOSTILE = [
     "nul\x00",
     "del\x7f",
     "csi\x9b2J",  # the 8-bit form of ESC [
+    "a\u202eb",  # right-to-left override: the rest prints reversed
+    "a\u2066b",  # left-to-right isolate
+    "a\u2028b",  # line separator
+    "a\u2029b",  # paragraph separator
 ]
+REFUSED = "must not contain control characters (such as ESC, CR or LF), line separators or bidi controls"
 
 
 async def call(api: Api, method: str, path: str, body: Any) -> tuple[int, Any]:
@@ -30,7 +35,7 @@ async def call(api: Api, method: str, path: str, body: Any) -> tuple[int, Any]:
 async def test_the_api_refuses_control_characters_in_a_name(api: Api, name: str) -> None:
     status, body = await call(api, "POST", "/v1/log-destinations", {**HOOK, "name": name})
     assert (status, body["error"]["field"]) == (400, "name")
-    assert body["error"]["message"] == "name: must not contain control characters (such as ESC, CR or LF)"
+    assert body["error"]["message"] == f"name: {REFUSED}"
 
     status, created = await call(api, "POST", "/v1/log-destinations", {**HOOK, "name": "plain name, ünïcode ok"})
     assert status == 201, created
@@ -44,6 +49,10 @@ async def test_the_api_refuses_control_characters_in_a_name(api: Api, name: str)
 def test_the_config_file_refuses_control_characters_in_a_name(name: str) -> None:
     with pytest.raises(ConfigError) as caught:
         config_from_dict({"destinations": [{"id": "hook", "name": name, **HOOK}]}, read_secrets=False)
-    assert caught.value.problems == [
-        "destinations[0].name: must not contain control characters (such as ESC, CR or LF)"
-    ]
+    assert caught.value.problems == [f"destinations[0].name: {REFUSED}"]
+
+
+@pytest.mark.parametrize("name", ["   ", "\u3000"])
+async def test_a_blank_name_is_refused(api: Api, name: str) -> None:
+    status, body = await call(api, "POST", "/v1/log-destinations", {**HOOK, "name": name})
+    assert (status, body["error"]["field"], body["error"]["message"]) == (400, "name", "name: must not be blank")
