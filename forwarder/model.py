@@ -100,13 +100,31 @@ def format_time(time_us: int) -> str:
     return f"{_second_text(seconds)}.{micros // 1000:03d}Z"
 
 
+# RFC 3339 section 5.6 date-time: seconds always, a fraction of one digit or more, `Z` or an offset
+# with its colon. Python's fromisoformat alone takes ISO 8601's other forms too (no seconds,
+# "+0000", a comma), which are not RFC 3339.
+_RFC3339: Final = re.compile(r"(\d{4}-\d\d-\d\d[Tt]\d\d:\d\d:)(\d\d)(\.\d{1,6})?\d*([Zz]|[+-]\d\d:\d\d)?", re.ASCII)
+
+
 def parse_time(text: str) -> int:
-    """RFC 3339 text to microseconds since the epoch; raises ValueError when it is not RFC 3339."""
-    if "T" not in text and "t" not in text:
+    """RFC 3339 text to microseconds since the epoch; raises ValueError when it is not RFC 3339.
+
+    A leap second (`23:59:60Z`, RFC 3339 section 5.7) is the first instant of the next second, as
+    POSIX time has no room for it; digits of a fraction past microseconds are dropped."""
+    m = _RFC3339.fullmatch(text)
+    if m is None:
         raise ValueError("not an RFC 3339 time")
-    dt = datetime.fromisoformat(text.replace("z", "Z"))
-    if dt.tzinfo is None:
+    head, second, fraction, offset = m.groups()
+    if offset is None:
         raise ValueError("an RFC 3339 time needs an offset or Z")
+    leap = second == "60"
+    zone = "+00:00" if offset in ("Z", "z") else offset
+    dt = datetime.fromisoformat(f"{head}{'59' if leap else second}{fraction or ''}{zone}")
+    if leap:
+        try:
+            dt += timedelta(seconds=1)
+        except OverflowError:
+            raise ValueError("past the last representable time") from None
     return (dt - _EPOCH) // timedelta(microseconds=1)
 
 

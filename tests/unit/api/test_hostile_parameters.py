@@ -34,6 +34,13 @@ TIME = "must be an RFC 3339 time"
         (LOGS, {"from": HUGE}, "from", TIME),
         (LOGS, {"from": "9999-12-31T23:59:60Z"}, "from", TIME),
         (LOGS, {"to": "0000-01-01T00:00:00Z"}, "to", TIME),
+        # ISO 8601 forms that are not RFC 3339 (section 5.6): no seconds, no colon in the offset,
+        # an empty fraction, a comma
+        (LOGS, {"from": "2026-01-01T00:00Z"}, "from", TIME),
+        (LOGS, {"from": "2026-01-01T00:00:00+0000"}, "from", TIME),
+        (LOGS, {"from": "2026-01-01T00:00:00.Z"}, "from", TIME),
+        (LOGS, {"from": "2026-01-01T00:00:00,5Z"}, "from", TIME),
+        (LOGS, {"from": "2026-01-01T00:00:0\u0665Z"}, "from", TIME),  # a digit, not an ASCII one
         (LOGS, {"group": "f" * 5_000}, "group", "must be a group id"),
         (LOGS, {"q": "x" * 5_000}, "q", "must be 1 to 500 characters"),
         (LOGS, {"kind": "x" * 5_000}, "kind", "unknown kind"),
@@ -51,3 +58,11 @@ async def test_malformed_parameters_are_400_naming_them(
     assert body["error"]["message"].startswith(f"{field}: ") and says in body["error"]["message"]
     assert len(body["error"]["message"]) < 300  # says what is wrong without echoing a long value
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+
+
+async def test_a_leap_second_is_a_time(api: Api) -> None:
+    # RFC 3339 section 5.7 allows second 60: it is read as the next second's first instant.
+    async with api.session.get(
+        api.url(LOGS), params={"from": "2016-12-31T23:59:60Z"}, headers=api.auth(api.read_only)
+    ) as resp:
+        assert resp.status == 200
