@@ -75,8 +75,10 @@ def _form_params(query: MultiMapping[str], allowed: frozenset[str], model: type[
             raise bad_parameter(name, f"unknown filter; use {', '.join(sorted(allowed))}")
         if value == "":  # an empty form field is no filter
             continue
-        if name in ("from", "to") and LOCAL_TIME.fullmatch(value):
-            value += "Z"
+        if name in ("from", "to") and (local := LOCAL_TIME.fullmatch(value)):
+            # The browser leaves out zero seconds ("valid normalized local date and time string");
+            # RFC 3339, which the API reads, has them always.
+            value += ("" if local.group(1) else ":00") + "Z"
         data.add(name, value)
     return parse_params(data, model)
 
