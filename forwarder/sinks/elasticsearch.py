@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Final
 from urllib.parse import urlencode, urlsplit
 
 import orjson
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 from forwarder.sinks._encode import TEXT_KEYS, cut_text, fit_json, level, pack
 from forwarder.sinks._http import classify_status, error_outcome
@@ -125,7 +125,7 @@ class ElasticsearchConfig(BaseModel):
         default=None,
         description="Ingest pipeline to run on every document (the Bulk API's `pipeline` parameter).",
     )
-    max_request_bytes: int = Field(
+    max_request_bytes: StrictInt = Field(
         default=DEFAULT_MAX_REQUEST_BYTES,
         ge=MIN_MAX_REQUEST_BYTES,
         le=MAX_MAX_REQUEST_BYTES,

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
 import orjson
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator
 
 from forwarder.model import SPEC_FIELDS, parse_time
 from forwarder.sinks._encode import TEXT_KEYS, cut_text, fit_json, level, line_text
@@ -107,19 +107,19 @@ class LokiConfig(BaseModel):
         default=None,
         description="Sent as X-Scope-OrgID (a multi-tenant Loki); at most 150 of A-Z a-z 0-9 ! - _ . * ' ( ).",
     )
-    structured_metadata: bool = Field(
+    structured_metadata: StrictBool = Field(
         default=True,
         description="Put the fields that are neither labels nor the line text in structured metadata "
         "(Loki 3.0 and later). false: for a Loki without it, the line is a JSON object of the text and those fields.",
     )
-    max_line_bytes: int = Field(
+    max_line_bytes: StrictInt = Field(
         default=LOKI_MAX_LINE_BYTES,
         ge=1024,
         le=MAX_PUSH_BYTES,
         description="Longest line sent, in bytes (Loki's limits_config.max_line_size, 256 KiB by default); "
         "a longer line is cut, ending in '...'.",
     )
-    max_push_bytes: int = Field(
+    max_push_bytes: StrictInt = Field(
         default=DEFAULT_PUSH_BYTES,
         ge=64 * 1024,
         le=MAX_PUSH_BYTES,

@@ -112,6 +112,8 @@ def test_config_defaults() -> None:
         ({"pipeline": "a&x=1"}, "pipeline"),
         ({"max_request_bytes": 1000}, "max_request_bytes"),
         ({"max_request_bytes": 200 << 20}, "max_request_bytes"),
+        ({"max_request_bytes": "1048576"}, "max_request_bytes"),  # a wrong type is refused, not converted
+        ({"max_request_bytes": True}, "max_request_bytes"),
         ({"token": "x"}, "token"),
     ],
 )

@@ -87,6 +87,11 @@ def test_push_url(url: str, push_url: str) -> None:
         ({"max_push_bytes": 5 * 1024 * 1024}, "max_push_bytes"),
         ({"max_push_bytes": 1000}, "max_push_bytes"),
         ({"labels": {"a": "b"}}, "labels"),
+        # a wrong type is refused, not converted ("yes" is no boolean), as for every kind's config
+        ({"structured_metadata": "yes"}, "structured_metadata"),
+        ({"structured_metadata": 1}, "structured_metadata"),
+        ({"max_line_bytes": "70000"}, "max_line_bytes"),
+        ({"max_push_bytes": 2_000_000.0}, "max_push_bytes"),
     ],
 )
 def test_config_refuses(changes: dict[str, Any], field: str) -> None:
