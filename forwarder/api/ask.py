@@ -63,7 +63,12 @@ class QuestionRequest(BaseModel):
     """A question."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    question: str = Field(min_length=1, max_length=2000, description="The question, 1 to 2,000 characters.")
+    question: str = Field(
+        min_length=1,
+        max_length=2000,
+        description="The question, 1 to 2,000 characters, not only spaces.",
+        json_schema_extra={"pattern": "[^ \t\n\r\f\v]"},  # checked by _not_blank; a pattern matches anywhere
+    )
     database: Id | SkipJsonSchema[None] = Field(None, description="A database (name or id) the question is about.")
     conversation_id: Id | SkipJsonSchema[None] = Field(
         None, description="Continue this conversation; it keeps its database."
@@ -74,7 +79,7 @@ class QuestionRequest(BaseModel):
     @field_validator("question")
     @classmethod
     def _not_blank(cls, value: str) -> str:
-        if not value.strip():
+        if not value.strip(" \t\n\r\f\v"):
             raise ValueError("a question needs more than spaces")
         return value
 
