@@ -373,6 +373,15 @@ def _server_report(severity: str, sqlstate: str | None, message: str, pattern: C
     return severity == "LOG" and sqlstate is None and pattern(message) is not None
 
 
+def _report(
+    kind: Kind, severity: str, sqlstate: str | None, message: str, pattern: Callable[[str], object]
+) -> Classification:
+    """A connection or checkpoint message: `safe` when `_server_report` proves it."""
+    return _new(
+        Classification, (kind, sqlstate, None, message, None, _server_report(severity, sqlstate, message, pattern))
+    )
+
+
 def _autovacuum_safe(severity: str, sqlstate: str | None, message: str) -> bool:
     if message.startswith("automatic "):
         return _server_report(severity, sqlstate, message, _SAFE_AUTOVACUUM_REPORT)
@@ -419,42 +428,12 @@ def classify(severity: str, message: str, sqlstate: str | None) -> Classificatio
         elif message.startswith("deadlock detected"):
             return _new(Classification, ("deadlock", _state(sqlstate, "40P01"), None, message, None, False))
         elif message.startswith("disconnection:"):
-            return _new(
-                Classification,
-                (
-                    "connection",
-                    sqlstate,
-                    None,
-                    message,
-                    None,
-                    _server_report(severity, sqlstate, message, _SAFE_CONNECTION),
-                ),
-            )
+            return _report("connection", severity, sqlstate, message, _SAFE_CONNECTION)
     elif c == "c":
         if message.startswith(_CONNECTION_PREFIXES):
-            return _new(
-                Classification,
-                (
-                    "connection",
-                    sqlstate,
-                    None,
-                    message,
-                    None,
-                    _server_report(severity, sqlstate, message, _SAFE_CONNECTION),
-                ),
-            )
+            return _report("connection", severity, sqlstate, message, _SAFE_CONNECTION)
         if message.startswith(_CHECKPOINT_PREFIXES):
-            return _new(
-                Classification,
-                (
-                    "checkpoint",
-                    sqlstate,
-                    None,
-                    message,
-                    None,
-                    _server_report(severity, sqlstate, message, _SAFE_CHECKPOINT),
-                ),
-            )
+            return _report("checkpoint", severity, sqlstate, message, _SAFE_CHECKPOINT)
         if message.startswith("canceling autovacuum task"):
             return _new(
                 Classification,
@@ -489,17 +468,7 @@ def classify(severity: str, message: str, sqlstate: str | None) -> Classificatio
             safe = _SAFE_LOCK_WAIT(message) is not None
             return _new(Classification, ("lock_wait", sqlstate, float(m.group(1)), message, None, safe))
     if message.startswith("replication connection authorized:"):
-        return _new(
-            Classification,
-            (
-                "connection",
-                sqlstate,
-                None,
-                message,
-                None,
-                _server_report(severity, sqlstate, message, _SAFE_CONNECTION),
-            ),
-        )
+        return _report("connection", severity, sqlstate, message, _SAFE_CONNECTION)
     if message.startswith("password authentication failed for user "):
         return _new(Classification, ("auth_failure", _state(sqlstate, "28P01"), None, message, None, False))
     if (
@@ -515,17 +484,7 @@ def classify(severity: str, message: str, sqlstate: str | None) -> Classificatio
     if message.startswith(_TOO_MANY_PREFIXES):
         return _new(Classification, ("too_many_connections", _state(sqlstate, "53300"), None, message, None, False))
     if message.startswith(_CHECKPOINT_PREFIXES):
-        return _new(
-            Classification,
-            (
-                "checkpoint",
-                sqlstate,
-                None,
-                message,
-                None,
-                _server_report(severity, sqlstate, message, _SAFE_CHECKPOINT),
-            ),
-        )
+        return _report("checkpoint", severity, sqlstate, message, _SAFE_CHECKPOINT)
     if message.startswith(_AUTOVACUUM_PREFIXES):
         return _new(
             Classification, ("autovacuum", sqlstate, None, message, None, _autovacuum_safe(severity, sqlstate, message))

@@ -19,8 +19,8 @@ has it in csvlog/jsonlog but not after `%q` in stderr.
 from __future__ import annotations
 
 from forwarder.model import LogLine
-from forwarder.pglog import Format, make_reader, parse_stream
-from tests.pgcluster import PgCluster, PgClusterFactory
+from tests.integration.parsed import FORMATS, parsed_logs
+from tests.pgcluster import PgClusterFactory
 
 PREFIX = "%m [%p] %e %q%u@%d/%a %r "
 SECRET = "s3cret-literal-4711"
@@ -52,20 +52,6 @@ SELECT 1 FROM accounts WHERE email = '{SECRET} ;
 '''
 
 
-FORMATS: tuple[tuple[Format, str], ...] = (("stderr", "log"), ("csvlog", "csv"), ("jsonlog", "json"))
-
-
-def _parse(cluster: PgCluster, fmt: Format, ext: str, *, full_text: bool) -> list[LogLine]:
-    """Every line of the cluster's .`ext` files, one reader per file as the daemon does."""
-    files = cluster.log_files(ext)
-    assert files, f"no .{ext} log"
-    lines: list[LogLine] = []
-    for path in files:
-        reader = make_reader(fmt, line_prefix=PREFIX, timezone="UTC", full_text=full_text)
-        lines += parse_stream(reader, [path.read_bytes()])
-    return lines
-
-
 def _differences(a: LogLine, b: LogLine) -> dict[str, tuple[object, object]]:
     da, db = a._asdict(), b._asdict()
     return {k: (da[k], db[k]) for k in da if da[k] != db[k]}
@@ -83,13 +69,15 @@ def test_stderr_csvlog_and_jsonlog_give_the_same_lines(pg_cluster_factory: PgClu
     cluster.stop()  # every message written, in all three files: the lists are complete
 
     for full_text in (False, True):
-        stderr, csvlog, jsonlog = (_parse(cluster, fmt, ext, full_text=full_text) for fmt, ext in FORMATS)
+        stderr, csvlog, jsonlog = (
+            parsed_logs(cluster, fmt, ext, prefix=PREFIX, full_text=full_text) for fmt, ext in FORMATS
+        )
         assert len(stderr) == len(csvlog) == len(jsonlog)
         for s, c, j in zip(stderr, csvlog, jsonlog, strict=True):
             assert _differences(s, c) == {}, (s, c)
             assert _differences(s, j) == {}, (s, j)
 
-    lines = _parse(cluster, "csvlog", "csv", full_text=True)
+    lines = parsed_logs(cluster, "csvlog", "csv", prefix=PREFIX, full_text=True)
     assert not [line for line in lines if line.kind == "other" and line.pid is None]  # no malformed record
 
     # The workload's events are there, with the fields that make the comparison meaningful (values
@@ -129,5 +117,5 @@ def test_stderr_csvlog_and_jsonlog_give_the_same_lines(pg_cluster_factory: PgClu
 
     # With values removed, no format lets the workload's literal through.
     for fmt, ext in FORMATS:
-        for line in _parse(cluster, fmt, ext, full_text=False):
+        for line in parsed_logs(cluster, fmt, ext, prefix=PREFIX, full_text=False):
             assert SECRET not in repr(line), (fmt, line)

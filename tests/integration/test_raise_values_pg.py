@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import json
 
-from forwarder.model import LogLine, spec_fields
-from forwarder.pglog import Format, make_reader, parse_stream
-from tests.pgcluster import PgCluster, PgClusterFactory
+from forwarder.model import spec_fields
+from tests.integration.parsed import FORMATS, parsed_logs
+from tests.pgcluster import PgClusterFactory
 
 PREFIX = "%m [%p] %q%u@%d/%a "
-FORMATS: tuple[tuple[Format, str], ...] = (("stderr", "log"), ("csvlog", "csv"), ("jsonlog", "json"))
 SECRETS = ("Zalgoria", "Quenbyte", "Velvetine", "Harborix", "crimsoneer", "Tangerix", "Marzipol")
 SECRETS += ("Ostravix", "Quibblex", "Wombatrix", "Frobnitz", "Glimmerol")
 WORKLOAD = """
@@ -44,14 +43,6 @@ CHECKPOINT;
 """
 
 
-def _parse(cluster: PgCluster, fmt: Format, ext: str, *, full_text: bool) -> list[LogLine]:
-    lines: list[LogLine] = []
-    for path in cluster.log_files(ext):
-        reader = make_reader(fmt, line_prefix=PREFIX, timezone="UTC", full_text=full_text)
-        lines += parse_stream(reader, [path.read_bytes()])
-    return lines
-
-
 def test_raise_and_multi_line_values_leave_nothing(pg_cluster_factory: PgClusterFactory) -> None:
     cluster = pg_cluster_factory({"log_line_prefix": PREFIX, "log_connections": "on", "log_checkpoints": "on"})
     cluster.psql(WORKLOAD, app_name="values")
@@ -60,10 +51,12 @@ def test_raise_and_multi_line_values_leave_nothing(pg_cluster_factory: PgCluster
     cluster.stop()
 
     for fmt, ext in FORMATS:
-        planted = json.dumps([spec_fields(line) for line in _parse(cluster, fmt, ext, full_text=True)])
+        planted = json.dumps(
+            [spec_fields(line) for line in parsed_logs(cluster, fmt, ext, prefix=PREFIX, full_text=True)]
+        )
         assert all(secret in planted for secret in SECRETS), fmt
 
-        lines = _parse(cluster, fmt, ext, full_text=False)
+        lines = parsed_logs(cluster, fmt, ext, prefix=PREFIX, full_text=False)
         for line in lines:
             text = json.dumps(spec_fields(line))
             assert not [secret for secret in SECRETS if secret in text], (fmt, line)

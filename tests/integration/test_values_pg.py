@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import json
 
-from forwarder.model import LogLine, spec_fields
-from forwarder.pglog import Format, make_reader, parse_stream
+from forwarder.model import spec_fields
 from forwarder.pglog.normalize import SQL_KEYWORDS
-from tests.pgcluster import PgCluster, PgClusterFactory
+from tests.integration.parsed import FORMATS, parsed_logs
+from tests.pgcluster import PgClusterFactory
 
 PREFIX = "%m [%p] %e %q%u@%d/%a "
-FORMATS: tuple[tuple[Format, str], ...] = (("stderr", "log"), ("csvlog", "csv"), ("jsonlog", "json"))
 
 # One secret a statement; none is an SQL keyword, and each is unlike anything PostgreSQL writes.
 SECRETS = {
@@ -52,14 +51,6 @@ END $$;
 LOOKED_FOR = [v for k, v in SECRETS.items() if k != "hour"]
 
 
-def _parse(cluster: PgCluster, fmt: Format, ext: str, *, full_text: bool) -> list[LogLine]:
-    lines: list[LogLine] = []
-    for path in cluster.log_files(ext):
-        reader = make_reader(fmt, line_prefix=PREFIX, timezone="UTC", full_text=full_text)
-        lines += parse_stream(reader, [path.read_bytes()])
-    return lines
-
-
 def test_no_echoed_value_survives_in_any_format(pg_cluster_factory: PgClusterFactory) -> None:
     cluster = pg_cluster_factory({"log_line_prefix": PREFIX})
     cluster.psql(WORKLOAD, app_name="values")
@@ -68,11 +59,19 @@ def test_no_echoed_value_survives_in_any_format(pg_cluster_factory: PgClusterFac
     cluster.stop()  # every message written, in all three files
 
     for fmt, ext in FORMATS:
-        raw = [line for line in _parse(cluster, fmt, ext, full_text=True) if line.application == "values"]
+        raw = [
+            line
+            for line in parsed_logs(cluster, fmt, ext, prefix=PREFIX, full_text=True)
+            if line.application == "values"
+        ]
         planted = json.dumps([spec_fields(line) for line in raw])
         assert all(secret in planted for secret in LOOKED_FOR), fmt
 
-        lines = [line for line in _parse(cluster, fmt, ext, full_text=False) if line.application == "values"]
+        lines = [
+            line
+            for line in parsed_logs(cluster, fmt, ext, prefix=PREFIX, full_text=False)
+            if line.application == "values"
+        ]
         assert len(lines) == len(raw)
         for line in lines:
             text = json.dumps(spec_fields(line))
