@@ -740,6 +740,13 @@ def load_config(path: str | Path, *, read_secrets: bool = True) -> Config:
         raise ConfigError([f"{path}: file not found"]) from None
     except PermissionError:
         raise ConfigError([f"{path}: permission denied"]) from None
+    except IsADirectoryError:
+        raise ConfigError([f"{path}: is a directory, not a file"]) from None
+    except OSError as exc:
+        raise ConfigError([f"{path}: cannot be read: {exc.strerror or type(exc).__name__}"]) from None
+    except UnicodeDecodeError as exc:
+        # TOML is UTF-8 (TOML 1.0, "Spec"); tomllib raises this, not TOMLDecodeError, for other bytes.
+        raise ConfigError([f"{path}: not UTF-8 (byte {exc.start}), which TOML requires"]) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError([f"{path}: not valid TOML: {exc}"]) from None
     return config_from_dict(data, read_secrets=read_secrets)

@@ -106,6 +106,11 @@ def test_check_config_reports_toml_syntax_and_missing_files(tmp_path: Path) -> N
     assert out.returncode == 78 and "not valid TOML" in out.stderr and "line 1" in out.stderr
     out = run("check-config", str(tmp_path / "absent.toml"))
     assert out.returncode == 78 and "file not found" in out.stderr
+    out = run("check-config", str(tmp_path))
+    assert (out.returncode, out.stderr) == (78, f"{tmp_path}: is a directory, not a file\n")
+    path.write_bytes(b'[server]\nhost = "caf\xe9"\n')
+    out = run("check-config", str(path))
+    assert (out.returncode, out.stderr) == (78, f"{path}: not UTF-8 (byte 20), which TOML requires\n")
 
 
 def test_the_example_config_is_valid() -> None:

@@ -226,6 +226,11 @@ async def test_reload_keeps_the_running_config_when_the_new_one_is_broken(env: E
     assert await daemon.reload() is False
     env.path.write_text("this is not = = toml")
     assert await daemon.reload() is False
+    env.path.write_bytes(env.path.read_bytes() + b"\n# caf\xe9\n")  # Latin-1: TOML is UTF-8
+    assert await daemon.reload() is False
+    env.path.unlink()
+    env.path.mkdir()  # the file turned into a directory (a misdirected deploy)
+    assert await daemon.reload() is False
     await env.add_lines(2)
     await env.receiver.wait_for_lines(2)
     assert [d["id"] for d in (await env.call("GET", "/v1/log-destinations"))[1]["destinations"]] == ["hook"]
