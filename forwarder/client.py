@@ -7,6 +7,7 @@ The login is stored in `$XDG_CONFIG_HOME/forwarder/credentials.json` (mode 0600)
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import sys
@@ -28,7 +29,12 @@ def credentials_path() -> Path:
 
 
 class ClientError(Exception):
-    """A request that did not succeed; the text is safe to print (never holds the key)."""
+    """A request that did not succeed; the text is safe to print (never holds the key). `status`
+    is the HTTP status of a refusal (None when no answer came)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def open_request(
@@ -47,25 +53,32 @@ def open_request(
     if not url.startswith(("http://", "https://")):
         raise ClientError(f"the server URL must start with http:// or https:// (got {url!r})")
     full = url.rstrip("/") + path + (f"?{query}" if query else "")
+    # A key read from a file or a secret store often ends in a newline; anything else that is not
+    # printable ASCII cannot be a key, and http.client's error about it would print the key.
+    key = key.strip()
+    if not key or not all("!" <= c <= "~" for c in key):
+        raise ClientError("the API key holds a character no key has (a space or a line break inside it?)")
     headers = {"Authorization": f"Bearer {key}", "Accept": accept}
     data = None
     if body is not None:
         data = json.dumps(body).encode()
         headers["Content-Type"] = "application/json"
-    req = urllib.request.Request(full, data=data, headers=headers, method=method)  # noqa: S310 - scheme checked above
     try:
+        req = urllib.request.Request(full, data=data, headers=headers, method=method)  # noqa: S310 - scheme checked
         return urllib.request.urlopen(req, timeout=timeout)  # noqa: S310 - scheme checked above
     except urllib.error.HTTPError as exc:
         retry = exc.headers.get("Retry-After") if exc.headers else None
         after = f" (try again in {retry} s)" if retry else ""
         try:
             err = json.loads(exc.read())["error"]
-            raise ClientError(f"{exc.code} {err['code']}: {err['message']}{after}") from None
+            raise ClientError(f"{exc.code} {err['code']}: {err['message']}{after}", exc.code) from None
         except (ValueError, KeyError, TypeError):
-            raise ClientError(f"HTTP {exc.code} from {url}") from None
+            raise ClientError(f"HTTP {exc.code} from {url}", exc.code) from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise ClientError(f"cannot reach {url}: {reason}") from None
+    except (ValueError, http.client.InvalidURL) as exc:  # a bad port, urllib's "Invalid IPv6 URL"
+        raise ClientError(f"the server URL {url!r} is not a valid URL: {exc}") from None
 
 
 def request_json(
@@ -83,7 +96,10 @@ def request_json(
             raw = resp.read()
         except OSError as exc:
             raise ClientError(f"cannot reach {url}: {exc}") from None
-        return json.loads(raw) if raw else None
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError:
+            raise ClientError(f"{url} did not answer JSON: is it a forwarder's address?") from None
 
 
 def login(url: str, key: str) -> int:
@@ -242,6 +258,11 @@ def _tail(url: str, key: str, base: str, args: argparse.Namespace) -> int:
         try:
             page = request_json(url, key, base, params, timeout=args.wait_seconds + 30)
         except ClientError as exc:
+            if exc.status is not None and 400 <= exc.status < 500 and exc.status not in (408, 429):
+                # Refused for what was asked (a parameter, the key, the database): asking again
+                # gets the same answer.
+                _say(f"forwarder logs tail: {exc}", file=sys.stderr)
+                return EX_FAILED
             _say(f"forwarder logs tail: {exc}; retrying", file=sys.stderr)
             time.sleep(2)
             continue
@@ -408,6 +429,6 @@ def add_logs_parser(sub: Any, func: Callable[[argparse.Namespace], int]) -> None
             c.add_argument("--from", dest="from_", help="RFC 3339 time")
             c.add_argument("--limit", type=int)
         if name == "tail":
-            c.add_argument("--wait-seconds", type=int, default=25, help="long-poll length")
+            c.add_argument("--wait-seconds", type=int, default=25, help="long-poll length, 0 to 30 seconds")
             c.add_argument("--max-polls", type=int, help="stop after this many polls (scripts, tests)")
         c.set_defaults(func=func)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+import http.server
 import json
 import os
 import socket
 import stat
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -255,6 +258,37 @@ def test_login_checks_the_key_and_stores_it_privately(live: DaemonProcess, tmp_p
     assert [json.loads(x)["kind"] for x in tail.stdout.splitlines()] == ["error", "slow_query"]  # oldest first
     missing = run("logs", "list", "nope", env=env)
     assert missing.returncode == 1 and "404 not_found" in missing.stderr
+    # A refusal of what was asked is not retried: the same question gets the same answer.
+    refused = run("logs", "tail", "main", "--max-polls", "3", "--wait-seconds", "60", env=env)
+    assert refused.returncode == 1 and refused.stderr.count("wait_seconds") == 1 and "retrying" not in refused.stderr
+
+
+def test_client_mistakes_are_one_line_never_a_traceback_nor_the_key(live: DaemonProcess, tmp_path: Path) -> None:
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "xdg"), "FORWARDER_URL": live.url}
+    # A key read from a file ends in a newline: it is the key.
+    ok = run("status", env={**env, "FORWARDER_KEY": live.read_only_key + "\n"})
+    assert ok.returncode == 0, ok.stderr
+    broken = live.read_only_key[:10] + "\n" + live.read_only_key[10:]
+    for extra, args in (
+        ({"FORWARDER_KEY": broken}, ["status"]),
+        ({"FORWARDER_KEY": live.read_only_key}, ["status", "--url", "http://[::1"]),
+        ({"FORWARDER_KEY": live.read_only_key}, ["status", "--url", "http://127.0.0.1:abc"]),
+    ):
+        out = run(*args, env={**env, **extra})
+        assert out.returncode == 1 and "Traceback" not in out.stderr and len(out.stderr.splitlines()) == 1, out.stderr
+        assert live.read_only_key[10:] not in out.stderr
+    # An address that answers, but not as a forwarder (a web server's HTML page)
+    (tmp_path / "site" / "v1").mkdir(parents=True)
+    (tmp_path / "site" / "v1" / "databases").write_text("<html>not an API</html>")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path / "site"))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            url = f"http://127.0.0.1:{server.server_address[1]}"
+            out = run("login", "--url", url, "--key", live.read_only_key, env=env)
+        finally:
+            server.shutdown()
+    assert out.returncode == 1 and "did not answer JSON" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_logs_without_login_says_how_to_log_in(tmp_path: Path) -> None:
