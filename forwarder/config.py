@@ -23,6 +23,7 @@ from typing import Annotated, Any, Final, Union, get_args, get_origin
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -70,6 +71,18 @@ def _no_control_characters(value: str) -> str:
 
 
 DisplayName = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_no_control_characters)]
+PrintedName = Annotated[str, AfterValidator(_no_control_characters)]
+"""A database's name or host: printed on terminals and pages like a destination's name."""
+
+
+def _not_empty(value: object) -> object:
+    # Path("") is Path("."): the store or key file would be the working directory itself.
+    if value == "":
+        raise PydanticCustomError("empty_path", "must not be empty")
+    return value
+
+
+NonEmptyPath = Annotated[Path, BeforeValidator(_not_empty)]
 """A destination's display name: 1-200 characters, not blank, none of them a control character, a
 line separator or a bidi control."""
 
@@ -98,7 +111,10 @@ class _Section(BaseModel):
 class ServerConfig(_Section):
     """Where the HTTP API listens."""
 
-    host: str = Field("127.0.0.1", description="Address the Logs API listens on.")
+    # Not empty: aiohttp reads "" as every interface, which would expose the API by a slip.
+    host: str = Field(
+        "127.0.0.1", min_length=1, description="Address the Logs API listens on (0.0.0.0 or :: for every interface)."
+    )
     port: int = Field(8780, ge=0, le=65535, description="TCP port of the Logs API (0 picks a free one).")
     max_connections: int = Field(
         1024,
@@ -122,7 +138,7 @@ class ServerConfig(_Section):
 class StoreConfig(_Section):
     """The embedded SQLite store."""
 
-    path: Path = Field(Path("var/forwarder.db"), description="SQLite database file (WAL mode).")
+    path: NonEmptyPath = Field(Path("var/forwarder.db"), description="SQLite database file (WAL mode).")
     # Bounded (MAX_RETENTION_DAYS): 1e9 days, meant as "forever", overflowed the cutoff's integer
     # and stopped retention and the insights' own clean-up at their first pass.
     retention_days: float = Field(
@@ -140,7 +156,7 @@ class StoreConfig(_Section):
 class SecurityConfig(_Section):
     """Secrets at rest and where destinations may be."""
 
-    secrets_key_file: Path = Field(
+    secrets_key_file: NonEmptyPath = Field(
         Path("var/secrets.key"),
         description="AES-256 key file for secrets at rest; created with mode 0600 on first start.",
     )
@@ -351,8 +367,8 @@ class DatabaseConfig(_Section):
     """One monitored PostgreSQL server (a database of the API: `database_id`, `database_name`, `{ref}`)."""
 
     id: str = Field(description="Stable identifier used in the API and in stored lines.")
-    name: str = Field(description="Display name; the API also accepts it as {ref}.")
-    host: str = Field(default_factory=socket.gethostname, description="Host name shown on every line.")
+    name: PrintedName = Field(description="Display name; the API also accepts it as {ref}.")
+    host: PrintedName = Field(default_factory=socket.gethostname, description="Host name shown on every line.")
     enabled: bool = Field(True, description="Initial setting: read this database's log.")
     full_text: bool = Field(False, description="Initial setting: keep values in lines (no redaction).")
     log: LogSourceConfig

@@ -92,6 +92,25 @@ def test_check_config_refuses_numbers_no_setting_can_take(tmp_path: Path) -> Non
     }
 
 
+def test_check_config_refuses_empty_addresses_and_paths_and_unprintable_names(tmp_path: Path) -> None:
+    # An empty host made the API listen on every interface; an empty path is the working directory
+    # (check-config said ok, run failed with "Is a directory"); names are printed on terminals.
+    path = tmp_path / "empty.toml"
+    path.write_text(
+        '[server]\nhost = ""\n[store]\npath = ""\n[security]\nsecrets_key_file = ""\n'
+        '[[databases]]\nid = "main"\nname = "a\\u001b[2Jb"\nhost = "x\\u202ey"\n[databases.log]\npath = "/x/*.log"\n'
+    )
+    out = run("check-config", str(path))
+    assert out.returncode == 78
+    assert [line.split(": ", 2)[1] for line in out.stderr.splitlines()] == [
+        "server.host",
+        "store.path",
+        "security.secrets_key_file",
+        "databases[0].name",
+        "databases[0].host",
+    ]
+
+
 def test_check_config_refuses_escapes_postgresql_does_not_have(tmp_path: Path) -> None:
     path = tmp_path / "prefix.toml"
     db = '[[databases]]\nid = "{id}"\nname = "{id}"\nlog = {{ path = "/x/*.log", line_prefix = "{prefix}" }}\n'
