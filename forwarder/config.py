@@ -15,7 +15,7 @@ import tomllib
 import unicodedata
 import urllib.parse
 import zoneinfo
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import NoneType, UnionType
 from typing import Annotated, Any, Final, Union, get_args, get_origin
@@ -780,7 +780,7 @@ def config_from_dict(data: dict[str, Any], *, read_secrets: bool = True) -> Conf
         raise ConfigError(_problems(exc)) from None
     problems = _alert_problems(config)
     for i, dest in enumerate(config.destinations):
-        problems += _destination_problems(i, dest, read_secrets)
+        problems += _destination_problems(i, dest, read_secrets, config.security.networks())
     for i, db in enumerate(config.databases):
         problems += [f"databases[{i}].log.{key}: {why}" for key, why in db.log.problems()]
         if read_secrets and db.connection is not None:
@@ -808,16 +808,41 @@ def _problems(exc: ValidationError, prefix: tuple[int | str, ...] = ()) -> list[
     return out
 
 
-def _destination_problems(i: int, dest: DestinationConfig, read_secrets: bool) -> list[str]:
-    """Check a destination's `config` against its kind's model, and that its secret can be read."""
+def _destination_problems(
+    i: int,
+    dest: DestinationConfig,
+    read_secrets: bool,
+    allowed: Sequence[ipaddress.IPv4Network | ipaddress.IPv6Network],
+) -> list[str]:
+    """Check a destination's `config` against its kind's model, where it connects as far as that
+    is known without DNS (an http(s) URL; an address that is an IP literal must be public or in
+    `allowed`), and that its secret can be read."""
+    from forwarder.delivery.netguard import is_public
     from forwarder.sinks import SINK_TYPES
 
     kind = SINK_TYPES[dest.type]
     problems: list[str] = []
     try:
-        kind.config.model_validate(dest.config)
+        model = kind.config.model_validate(dest.config)
     except ValidationError as exc:
         problems += _problems(exc, ("destinations", i, "config"))
+    else:
+        address = kind.address(model)
+        if address is not None:
+            at = f"destinations[{i}].config.{address.field}"
+            host = address.host
+            if address.url is not None:
+                parts = urllib.parse.urlsplit(address.url)
+                if parts.scheme.lower() not in ("http", "https"):
+                    problems.append(f"{at}: the URL scheme must be http or https")
+                host = parts.hostname
+            try:
+                ip = ipaddress.ip_address(host or "")
+            except ValueError:
+                ip = None  # a name: checked when it is looked up, at each connection
+            reason = is_public(ip, allowed) if ip is not None else None
+            if reason is not None:
+                problems.append(f"{at}: {reason} (allow its network in security.allowed_destination_networks)")
     if not read_secrets:
         return problems
     try:

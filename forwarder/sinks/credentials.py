@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -98,8 +99,13 @@ def _masked_parameter(pair: str) -> str:
     return f"{name}={MASK}" if sep and value and is_secret_parameter(name.replace("+", " ")) else pair
 
 
+# Any scheme: a config file may hold a URL the API would refuse (ftp://user:password@...), and its
+# credentials are masked all the same.
+_URL_START: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,30}://")
+
+
 def _is_url(value: str) -> bool:
-    return value[:8].lower().startswith(("http://", "https://"))
+    return _URL_START.match(value) is not None
 
 
 def masked_config(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -111,6 +111,30 @@ def test_check_config_refuses_empty_addresses_and_paths_and_unprintable_names(tm
     ]
 
 
+def test_check_config_refuses_destinations_the_daemon_would_never_reach(tmp_path: Path) -> None:
+    # check-config said ok, and each delivery then failed for ever (NonHttpUrlClientError, or the
+    # network guard's "loopback" refusal); the API refuses both when a destination is created.
+    path = tmp_path / "dest.toml"
+    hooks = [
+        "ftp://user:pw@example.com/",
+        "http://127.0.0.1:9/hook",
+        "http://10.1.2.3/hook",
+        "https://hooks.example.com/",
+    ]
+    path.write_text(
+        "".join(
+            f'[[destinations]]\nid = "d{i}"\nname = "d{i}"\ntype = "webhook"\nconfig = {{url = "{url}"}}\n'
+            for i, url in enumerate(hooks)
+        )
+        + '[security]\nallowed_destination_networks = ["10.0.0.0/8"]\n'
+    )
+    out = run("check-config", str(path))
+    assert out.returncode == 78
+    fields = [line.split(": ", 2)[1] for line in out.stderr.splitlines()]
+    assert [f for f in fields if f.endswith(".url")] == ["destinations[0].config.url", "destinations[1].config.url"]
+    assert "pw" not in out.stderr and "loopback" in out.stderr
+
+
 def test_check_config_refuses_escapes_postgresql_does_not_have(tmp_path: Path) -> None:
     path = tmp_path / "prefix.toml"
     db = '[[databases]]\nid = "{id}"\nname = "{id}"\nlog = {{ path = "/x/*.log", line_prefix = "{prefix}" }}\n'

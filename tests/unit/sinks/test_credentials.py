@@ -49,6 +49,9 @@ def test_url_credentials_are_the_password_and_secret_parameters() -> None:
     assert url_credentials(url) == ["pw-1", "t+1", "s-1"]
     config = {"url": url, "index": "logs", "max_request_bytes": 1024}
     assert masked_config(config) == {**config, "url": "https://***@h.example.com/?region=eu&token=***&sig=***"}
+    # a config file's URL of another scheme (which check-config now refuses, but an older store
+    # may hold) is masked the same way
+    assert masked_config({"url": "ftp://user:SUPERSECRET@example.com/"}) == {"url": "ftp://***@example.com/"}
 
 
 def basic(user: str) -> str:
