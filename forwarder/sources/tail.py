@@ -318,16 +318,23 @@ class DatabaseFollower(Follower):
         self._known = {(sf.dev, sf.ino): sf for sf in await self._store.source_files(self.db.id)}
 
     async def drain(self) -> None:
-        """On the way out: store the pending entry of each file read to its end, and close the files.
+        """On the way out: finish the files that left the glob, store the complete entries of each
+        file read to its end, and close the files.
 
-        A file not read to its end (a stop in the middle of a backlog) keeps its pending entry and
-        partial line unstored: its offset stays at their start, and the next run reads them whole.
+        A file out of the glob is read to its end first, whether or not a poll saw it leave (a
+        stop in the middle of a backlog that logrotate renamed away): a restart would not find it.
+        In a file still in the glob that ends in a line without its newline (a write PostgreSQL has
+        not finished), the pending entry and that line stay unstored, like the rest of a file not
+        read to its end: the offset stays at the entry's start, and the next run reads it whole.
         """
-        for key in [k for k, f in self._files.items() if f.gone_since is not None]:
+        found, _, _ = self._scan()
+        for key in [k for k, f in self._files.items() if f.gone_since is not None or k not in found]:
             await self._finish(self._files.pop(key))  # out of the glob: a restart would not find it
         lines: list[Row] = []
         for f in self._files.values():
-            if f.fh is not None and os.fstat(f.fh.fileno()).st_size == f.read_pos:
+            if f.fh is None or (size := os.fstat(fd := f.fh.fileno()).st_size) != f.read_pos:
+                continue
+            if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
                 lines.extend(await f.reader.flush())
         await self._commit(lines, list(self._files.values()))
         files = list(self._files.values())
@@ -343,8 +350,9 @@ class DatabaseFollower(Follower):
         except Exception:  # the worker is gone, and its readers with it
             log.debug("closing a reader failed", exc_info=True, extra={"database_id": self.db.id})
 
-    async def poll(self) -> None:
-        """One pass: pick up new, truncated and gone files, read what is new, store it."""
+    def _scan(self) -> tuple[dict[tuple[int, int], tuple[str, os.stat_result]], str | None, list[Skipped]]:
+        """The files the glob matches now, by (device, inode): their checked path and stat; the
+        last path that could not be read, if any; the paths skipped, with why."""
         found: dict[tuple[int, int], tuple[str, os.stat_result]] = {}
         denied: str | None = None
         skipped: list[Skipped] = []
@@ -366,6 +374,11 @@ class DatabaseFollower(Follower):
                 skipped.append(Skipped(path, "a file of the forwarder itself"))
             else:
                 found[key] = (real, st)  # a link and its target: one file, under the target's name
+        return found, denied, skipped
+
+    async def poll(self) -> None:
+        """One pass: pick up new, truncated and gone files, read what is new, store it."""
+        found, denied, skipped = self._scan()
         self._log_skipped(skipped)
         note = "skipped " + "; ".join(f"{s.path} ({s.why})" for s in skipped) if skipped else None
 

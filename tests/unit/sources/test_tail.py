@@ -537,3 +537,36 @@ async def test_a_skipped_entry_is_logged_once_even_when_it_keeps_coming_back(
     assert [
         (r.getMessage(), getattr(r, "path", None)) for r in caplog.records if r.name == "forwarder.sources.tail"
     ] == [("skipping an entry of the log directory", str(loop))]
+
+
+async def test_a_stop_mid_backlog_reads_a_file_renamed_away_to_its_end(store: Store, tmp_path: Path) -> None:
+    # logrotate renamed the file while its backlog was being read, and the daemon stops before a
+    # poll sees it go: a restart would not find the renamed file, so the stop reads it all.
+    log = tmp_path / "pg.log"
+    log.write_bytes(b"".join(entry(i) for i in range(300)))
+    f = await follower(store, str(log))
+    f.stop()  # asked during the backlog: the poll opens the file and stops before its end
+    await f.poll()
+    assert len(await messages(store)) < 300
+    log.rename(tmp_path / "pg.log.1")
+    log.write_bytes(entry(300))
+    await f.drain()
+    g = await follower(store, str(log))
+    await g.poll()
+    await g.drain()
+    assert await messages(store) == [f'relation "t{i}" does not exist' for i in range(301)]
+
+
+async def test_a_stop_keeps_a_line_the_server_has_not_finished_for_the_next_run(store: Store, tmp_path: Path) -> None:
+    log = tmp_path / "pg.log"
+    whole, last = entry(1), entry(2)
+    log.write_bytes(whole + last[:30])  # a write in progress: the line has no newline yet
+    f = await follower(store, str(log))
+    await f.poll()
+    await f.drain()
+    with log.open("ab") as out:
+        out.write(last[30:])
+    g = await follower(store, str(log))
+    await g.poll()
+    await g.drain()
+    assert await messages(store) == ['relation "t1" does not exist', 'relation "t2" does not exist']
