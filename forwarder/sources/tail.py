@@ -57,6 +57,7 @@ FEED_LINES = APPEND_LINES // 4  # physical lines given to the reader at once (ea
 FEED_BYTES = CHUNK_BYTES
 MISMATCH_LINES = 20  # this many physical lines and none in the configured format: say so
 RETIRED_HEADS = 64
+COMPARE_BYTES = 4096  # of a file with the same head, compared to tell a copy from another file
 SKIP_LOGGED = 256  # skipped entries remembered as already logged
 IDLE_CLOSE_SECONDS = 300  # an older file unchanged this long gives its descriptor back
 # A file that left the glob is still read through its descriptor until it has not grown for this
@@ -196,7 +197,8 @@ class DatabaseFollower(Follower):
         self._skip_logged: set[Skipped] = set()
         self._files: dict[tuple[int, int], _File] = {}
         self._known: dict[tuple[int, int], SourceFile] = {}
-        self._retired: dict[bytes, int] = {}  # head -> end offset of files truncated or gone
+        # head -> end offset of files truncated or gone, and (a gone file's) last bytes before it
+        self._retired: dict[bytes, tuple[int, bytes]] = {}
         self._watch: DirectoryWatch | None = None
         self._watch_failure: str | None = None  # the last reason the directory could not be watched, logged once
         self._stopped = asyncio.Event()  # ends the batch window early
@@ -473,7 +475,7 @@ class DatabaseFollower(Follower):
             # Same file as before the restart: resume where the stored lines end.
             start = known.offset
             stored_head = known.head
-        elif len(head) == HEAD_BYTES and (twin := self._same_head(head)) is not None:
+        elif len(head) == HEAD_BYTES and (twin := self._same_head(head, fh.fileno())) is not None:
             # A new inode with the first bytes of a file we read: a copy (logrotate copytruncate
             # with a glob that matches the copies). Its lines up to that file's offset are stored.
             start = min(twin, os.fstat(fh.fileno()).st_size)
@@ -483,22 +485,46 @@ class DatabaseFollower(Follower):
         self._files[key] = f
         return f
 
-    def _same_head(self, head: bytes) -> int | None:
-        """Where a copy of a file with this head continues, if we read such a file.
+    def _same_head(self, head: bytes, fd: int) -> int | None:
+        """Where a copy (open as `fd`) of a file with this head continues, if we read such a file.
 
         A file being read: from what its reader consumed (the reader emits what it holds when the
         file is truncated). A file truncated or gone: from where it ended. Known only from the store
         (after a restart): from its stored offset, as nothing past it was stored.
+
+        Sixty-four equal bytes are not proof enough: a prefix without a time (PostgreSQL's default
+        before 10 was none) starts each day's file with the same lines. Where the rest can be
+        compared, it must match too: the first COMPARE_BYTES of a file still open and not truncated,
+        or the last bytes read of a file that is gone; a different file is read from its start.
         """
-        offsets = [f.read_pos for f in self._files.values() if f.head == head]
-        offsets += [off for h, off in self._retired.items() if h == head]
-        offsets += [sf.offset for sf in self._known.values() if sf.head == head]
+        size = os.fstat(fd).st_size
+        offsets: list[int] = []
+        for f in self._files.values():
+            if f.head != head:
+                continue
+            try:
+                other = self._descriptor(f)  # reopened if it was closed as idle
+            except OSError:
+                other = None  # gone meanwhile: the head is all there is to go by
+            # Only a file as we read it can be compared: one truncated (and maybe written again)
+            # since, as copytruncate does right after the copy, no longer holds what was copied.
+            if other is not None and os.pread(other, HEAD_BYTES, 0) == f.head:
+                n = min(size, f.read_pos, COMPARE_BYTES)
+                if os.fstat(other).st_size >= n and os.pread(other, n, 0) != os.pread(fd, n, 0):
+                    continue  # the same start, then other lines: another file
+            offsets.append(f.read_pos)
+        for h, (end, last) in self._retired.items():
+            if h == head and (not last or size < end or os.pread(fd, len(last), end - len(last)) == last):
+                offsets.append(end)
+        # (the files followed now are stored too: they were judged above)
+        offsets += [sf.offset for key, sf in self._known.items() if sf.head == head and key not in self._files]
         return max(offsets) if offsets else None
 
-    def _retire(self, f: _File) -> None:
-        """Remember where a truncated or vanished file ended, for a copy of it seen later."""
+    def _retire(self, f: _File, last: bytes = b"") -> None:
+        """Remember where a truncated or vanished file ended (and, when known, its `last` bytes
+        before that), for a copy of it seen later."""
         if len(f.head) == HEAD_BYTES:
-            self._retired[f.head] = f.read_pos
+            self._retired[f.head] = (f.read_pos, last)
             while len(self._retired) > RETIRED_HEADS:
                 del self._retired[next(iter(self._retired))]
 
@@ -615,7 +641,11 @@ class DatabaseFollower(Follower):
             fd = f.fh.fileno()
             await self._read_to(f, fd, os.fstat(fd).st_size, self._clock.monotonic(), stoppable=False)
         await self._commit(await f.reader.flush(), [f])
-        self._retire(f)
+        last = b""
+        if f.fh is not None and f.read_pos > 0:
+            n = min(f.read_pos, COMPARE_BYTES)
+            last = os.pread(f.fh.fileno(), n, f.read_pos - n)
+        self._retire(f, last)
         await f.reader.aclose()
         f.close()
 

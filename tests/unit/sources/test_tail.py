@@ -570,3 +570,16 @@ async def test_a_stop_keeps_a_line_the_server_has_not_finished_for_the_next_run(
     await g.poll()
     await g.drain()
     assert await messages(store) == ['relation "t1" does not exist', 'relation "t2" does not exist']
+
+
+async def test_a_new_file_that_starts_like_another_is_read_from_its_start(store: Store, tmp_path: Path) -> None:
+    # A day's file begins with the same lines as the day before (a prefix without a time does
+    # that): the same first 64 bytes, then other lines. It is no copy, and none of it is skipped.
+    (tmp_path / "postgresql-Mon.log").write_bytes(entry(1) + b"".join(entry(i) for i in range(2, 6)))
+    f = await follower(store, str(tmp_path / "*.log"))
+    await f.poll()
+    (tmp_path / "postgresql-Tue.log").write_bytes(entry(1) + entry(10) + entry(11))
+    await f.poll()
+    await f.drain()
+    got = await messages(store)
+    assert sorted(got) == sorted(f'relation "t{i}" does not exist' for i in (1, 2, 3, 4, 5, 1, 10, 11)), got
