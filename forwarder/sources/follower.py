@@ -77,6 +77,7 @@ class Follower:
         self._stopping = False
         self._wake = asyncio.Event()  # a setting changed, or stop(), or (files) a change to read
         self._failures = RepeatedFailureLog(log, clock)
+        self._unreadable = RepeatedFailureLog(log, clock)  # a log the daemon may not read (a status, not an error)
         self._source_up = metrics.SOURCE_UP.labels(db.id)
         self._read_bytes = metrics.INGEST_BYTES.labels(db.id)
         self._last_read = metrics.LAST_READ.labels(db.id)

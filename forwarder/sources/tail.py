@@ -310,6 +310,13 @@ class DatabaseFollower(Follower):
             await self._start_over()
         else:
             self._failures.ok("reading the log works again", {"database_id": self.db.id})
+            # operations.md: an unreadable log is logged once, then at most once a minute.
+            where = {"database_id": self.db.id, "path": self.status.file}
+            if self.status.state == "permission_denied":
+                denied = PermissionError(errno.EACCES, self.status.reason or "permission denied")
+                self._unreadable.failure("the log cannot be read", denied, where)
+            else:
+                self._unreadable.ok("the log can be read again", where)
 
     async def _start_over(self) -> None:
         """After a failure: forget what is in memory and continue from the offsets in the store."""

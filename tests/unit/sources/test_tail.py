@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
 import threading
@@ -189,7 +190,7 @@ async def test_other_programs_in_a_syslog_file_are_no_format_mismatch(store: Sto
 
 
 async def test_unreadable_file_is_reported_and_reading_goes_on(
-    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     (tmp_path / "a.log").write_bytes(entry(1))
     f = await follower(store, str(tmp_path / "a.log"))
@@ -201,11 +202,16 @@ async def test_unreadable_file_is_reported_and_reading_goes_on(
         return real_open(path, flags, *args, **kw)
 
     monkeypatch.setattr(os, "open", deny)
-    await f.poll()
+    caplog.set_level(logging.INFO, logger="forwarder.sources")
+    for _ in range(3):
+        await f.poll_or_start_over()
     assert f.status.state == "permission_denied" and f.status.file == str(tmp_path / "a.log")
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["the log cannot be read"]  # once, not at every poll (operations.md)
     monkeypatch.undo()
-    await f.poll()
+    await f.poll_or_start_over()
     assert f.status.state == "reading"
+    assert [r.getMessage() for r in caplog.records][1:] == ["the log can be read again"]
 
 
 async def test_restart_resumes_at_the_committed_offset(store: Store, tmp_path: Path) -> None:
