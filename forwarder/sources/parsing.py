@@ -177,6 +177,10 @@ _WORKER_CODE: Final = (
 CLOSE_SECONDS: Final = 10.0  # aclose(): how long the worker may take to answer what was sent
 
 
+class WorkerStartError(RuntimeError):
+    """A parse worker process could not be started; the message says why (never log text)."""
+
+
 class _Process:
     """One live worker process: calls are written to its standard input as they come, and a task
     reads its results, which come in the same order, and hands each to the call waiting first."""
@@ -190,9 +194,14 @@ class _Process:
 
     @classmethod
     async def start(cls) -> _Process:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", _WORKER_CODE, *sys.path, stdin=subprocess.PIPE, stdout=subprocess.PIPE
-        )
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", _WORKER_CODE, *sys.path, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+            )
+        except OSError as exc:
+            # Not the log's fault (the follower reads a PermissionError as an unreadable log file):
+            # the interpreter cannot be run, e.g. its directory is closed to the daemon's user.
+            raise WorkerStartError(f"cannot start a parse worker ({sys.executable}): {exc.strerror or exc}") from None
         return cls(proc)
 
     def send(self, fn: Any, args: tuple[Any, ...]) -> asyncio.Future[Any]:

@@ -38,7 +38,7 @@ from forwarder.clock import Clock
 from forwarder.config import DatabaseConfig
 from forwarder.pglog import TimeCounts, entries_carry_time, uses_line_prefix
 from forwarder.sources.follower import DISABLED, NO_TIME_COUNTS, Follower, Skipped, SourceStatus
-from forwarder.sources.parsing import AsyncReader, ParseWorker, ReaderSpec
+from forwarder.sources.parsing import AsyncReader, ParseWorker, ReaderSpec, WorkerStartError
 from forwarder.sources.watch import DirectoryWatch, watched_directory
 from forwarder.store import Identity, SourceFile, Store
 from forwarder.store.lines import ROW_DOC, Row
@@ -306,7 +306,10 @@ class DatabaseFollower(Follower):
         except Exception as exc:  # keep going: the overview shows it
             # A full disk fails every poll until space is freed: logged once, then at a bounded rate.
             self._failures.failure("reading the log failed", exc, {"database_id": self.db.id})
-            self.status = SourceStatus("error", self.status.file, write_failure_reason(exc) or type(exc).__name__)
+            reason = write_failure_reason(exc) or (
+                str(exc) if isinstance(exc, WorkerStartError) else type(exc).__name__
+            )
+            self.status = SourceStatus("error", self.status.file, reason)
             await self._start_over()
         else:
             self._failures.ok("reading the log works again", {"database_id": self.db.id})

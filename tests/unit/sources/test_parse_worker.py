@@ -9,7 +9,7 @@ import signal
 
 import pytest
 
-from forwarder.sources.parsing import ParseWorker, ParseWorkerGone, ReaderSpec, WorkerReader
+from forwarder.sources.parsing import ParseWorker, ParseWorkerGone, ReaderSpec, WorkerReader, WorkerStartError
 from forwarder.store.lines import Identity
 
 # What the daemon needs and a worker must not pay for (each costs resident memory in every worker).
@@ -118,5 +118,20 @@ async def test_a_feed_started_ahead_and_closed_leaves_no_trace(caplog: pytest.Lo
         await asyncio.sleep(0)
         gc.collect()
         assert "never retrieved" not in caplog.text
+    finally:
+        await worker.aclose()
+
+
+async def test_a_worker_that_cannot_start_says_so_not_that_the_log_is_unreadable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The interpreter's directory closed to the daemon's user made exec fail with EACCES, which
+    # the follower took for an unreadable log file ("permission_denied") and retried in silence.
+    monkeypatch.setattr("sys.executable", "/nonexistent/python3")
+    worker = ParseWorker()
+    try:
+        with pytest.raises(WorkerStartError, match="cannot start a parse worker") as caught:
+            await worker.open(SPEC, full_text=False)
+        assert not isinstance(caught.value, OSError)
     finally:
         await worker.aclose()
