@@ -376,10 +376,10 @@ def _server_report(severity: str, sqlstate: str | None, message: str, pattern: C
 def _report(
     kind: Kind, severity: str, sqlstate: str | None, message: str, pattern: Callable[[str], object]
 ) -> Classification:
-    """A connection or checkpoint message: `safe` when `_server_report` proves it."""
-    return _new(
-        Classification, (kind, sqlstate, None, message, None, _server_report(severity, sqlstate, message, pattern))
-    )
+    """A connection or checkpoint message: `safe` when it is a server report (`_server_report`,
+    inlined: one of these is classified for every connection line)."""
+    safe = severity == "LOG" and sqlstate is None and pattern(message) is not None
+    return _new(Classification, (kind, sqlstate, None, message, None, safe))
 
 
 def _autovacuum_safe(severity: str, sqlstate: str | None, message: str) -> bool:

@@ -178,7 +178,8 @@ class Entry:
                 statement, redacted, fp = normalize_refused(statement, position)
             else:
                 statement, redacted, fp = normalize_statement(statement)
-            raised = _raised(sqlstate, context)
+            # (the common case, no CONTEXT and no P0001, without a call: this runs for every entry)
+            raised = sqlstate == "P0001" or (context is not None and _raised(context))
             if raised:
                 # A function's own words (RAISE ... USING DETAIL/HINT too): never PostgreSQL's
                 # message, whatever wording it copies, so none of it is kept.
@@ -231,15 +232,12 @@ class Entry:
         )
 
 
-def _raised(sqlstate: str | None, context: str | None) -> bool:
-    """The entry is a PL/pgSQL RAISE: its SQLSTATE is RAISE EXCEPTION's default (P0001), or the
-    innermost frame of its CONTEXT is a RAISE statement (pl_exec.c). An error raised while a
-    RAISE evaluates its arguments has that frame too, and loses its message with it: value
-    removal errs on the side of removing."""
-    if sqlstate == "P0001":
-        return True
-    if context is None:
-        return False
+def _raised(context: str) -> bool:
+    """The innermost frame of an entry's CONTEXT is a PL/pgSQL RAISE statement (pl_exec.c): the
+    message is the function's own words. (The other sign of a RAISE, RAISE EXCEPTION's default
+    SQLSTATE P0001, is checked by the caller.) An error raised while a RAISE evaluates its
+    arguments has that frame too, and loses its message with it: value removal errs on the side of
+    removing."""
     nl = context.find("\n")
     return (context if nl < 0 else context[:nl]).endswith(_RAISED)
 

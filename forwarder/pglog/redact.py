@@ -926,10 +926,13 @@ def _params(text: str) -> tuple[str, bool]:
     return out, out != text
 
 
+_ALNUM: Final = re.compile(r"[^\W_]")
+
+
 def _ends_its_line(text: str, stop: int, eol: int) -> bool:
     """A value that ends its line (but for closing punctuation such as `"` or `".`): the line
     break after it may be the value's own, and what follows more of the value."""
-    return eol - stop <= 3 and not any(c.isalnum() for c in text[stop:eol])
+    return eol - stop <= 3 and (stop == eol or _ALNUM.search(text, stop, eol) is None)
 
 
 _MAX_TEXT: Final = 64 * 1024
