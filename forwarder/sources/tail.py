@@ -408,8 +408,10 @@ class DatabaseFollower(Follower):
             )
             return
 
-        # Oldest first, so lines are stored in the order PostgreSQL wrote them.
-        order = sorted(found.items(), key=lambda item: (item[1][1].st_mtime_ns, item[1][0]))
+        # Oldest first, so lines are stored in the order PostgreSQL wrote them. Two files written in
+        # one tick of the file system's clock (logrotate's rename, then the server's new file) have
+        # the same mtime: the one already followed is the older.
+        order = sorted(found.items(), key=lambda item: (item[1][1].st_mtime_ns, item[0] not in self._files, item[1][0]))
         newest_key, (newest_path, _) = order[-1]
         now = self._clock.monotonic()
         problem: SourceStatus | None = None

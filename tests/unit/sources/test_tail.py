@@ -589,3 +589,24 @@ async def test_a_new_file_that_starts_like_another_is_read_from_its_start(store:
     await f.drain()
     got = await messages(store)
     assert sorted(got) == sorted(f'relation "t{i}" does not exist' for i in (1, 2, 3, 4, 5, 1, 10, 11)), got
+
+
+async def test_a_file_renamed_in_the_same_tick_as_the_new_one_appears_is_read_first(
+    store: Store, tmp_path: Path
+) -> None:
+    # logrotate renames pg.log to pg.log.0 and the server opens a new pg.log within one tick of
+    # the file system's clock: both have the same mtime, and "pg.log" sorts before "pg.log.0".
+    log = tmp_path / "pg.log"
+    log.write_bytes(entry(1))
+    f = await follower(store, str(tmp_path / "pg.log*"))
+    await f.poll()
+    log.rename(tmp_path / "pg.log.0")
+    with (tmp_path / "pg.log.0").open("ab") as old:
+        old.write(entry(2))
+    log.write_bytes(entry(3))
+    tick = (tmp_path / "pg.log.0").stat().st_mtime_ns
+    for path in (tmp_path / "pg.log.0", log):
+        os.utime(path, ns=(tick, tick))
+    await f.poll()
+    await f.drain()
+    assert await messages(store) == [f'relation "t{i}" does not exist' for i in (1, 2, 3)]
