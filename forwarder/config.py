@@ -609,29 +609,29 @@ class Config(_Section):
     destinations: list[DestinationConfig] = Field(default_factory=list)
     alerts: list[AlertRuleConfig] = Field(default_factory=list)
 
-    @model_validator(mode="after")
-    def _unique(self) -> Config:
-        seen_ids: set[str] = set()
-        seen_names: set[str] = set()
-        problems: list[str] = []
-        for db in self.databases:
-            if db.id in seen_ids:
-                problems.append(f"duplicate database id {db.id!r}")
-            if db.name in seen_names:
-                problems.append(f"duplicate database name {db.name!r}")
-            seen_ids.add(db.id)
-            seen_names.add(db.name)
-        dest_ids: set[str] = set()
-        for dest in self.destinations:
-            if dest.id in dest_ids:
-                problems.append(f"duplicate destination id {dest.id!r}")
-            dest_ids.add(dest.id)
-            for db_id in dest.filter.database_ids:
-                if db_id not in seen_ids:
-                    problems.append(f"destination {dest.id!r} filters on unknown database id {db_id!r}")
-        if problems:
-            raise ValueError("; ".join(problems))
-        return self
+
+def _unique_problems(config: Config) -> list[str]:
+    """Database ids and names, and destination ids, used twice; databases a destination's filter
+    names that the file does not declare. Each at its TOML path (the later of two entries)."""
+    problems: list[str] = []
+    seen_ids: set[str] = set()
+    seen_names: set[str] = set()
+    for i, db in enumerate(config.databases):
+        if db.id in seen_ids:
+            problems.append(f"databases[{i}].id: duplicate database id {db.id!r}")
+        if db.name in seen_names:
+            problems.append(f"databases[{i}].name: duplicate database name {db.name!r}")
+        seen_ids.add(db.id)
+        seen_names.add(db.name)
+    dest_ids: set[str] = set()
+    for i, dest in enumerate(config.destinations):
+        if dest.id in dest_ids:
+            problems.append(f"destinations[{i}].id: duplicate destination id {dest.id!r}")
+        dest_ids.add(dest.id)
+        for j, db_id in enumerate(dest.filter.database_ids):
+            if db_id not in seen_ids:
+                problems.append(f"destinations[{i}].filter.database_ids[{j}]: unknown database id {db_id!r}")
+    return problems
 
 
 def _alert_problems(config: Config) -> list[str]:
@@ -778,7 +778,7 @@ def config_from_dict(data: dict[str, Any], *, read_secrets: bool = True) -> Conf
         config = Config.model_validate(_merged(data, overrides))
     except ValidationError as exc:
         raise ConfigError(_problems(exc)) from None
-    problems = _alert_problems(config)
+    problems = _unique_problems(config) + _alert_problems(config)
     for i, dest in enumerate(config.destinations):
         problems += _destination_problems(i, dest, read_secrets, config.security.networks())
     for i, db in enumerate(config.databases):

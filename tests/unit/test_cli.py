@@ -510,3 +510,15 @@ def test_every_printer_escapes_what_the_server_sends(
         out = capsys.readouterr().out
         assert "\\x1b]0;PWNED\\x07" in out, argv
         assert not [c for c in out if c in RAW_CONTROLS], argv
+
+
+def test_check_config_names_a_duplicate_database_by_its_toml_path(tmp_path: Path) -> None:
+    path = tmp_path / "dup.toml"
+    db = '[[databases]]\nid = "main"\nname = "{name}"\n[databases.log]\npath = "/x/*.log"\n'
+    path.write_text(db.format(name="a") + db.format(name="a"))
+    out = run("check-config", str(path))
+    assert out.returncode == 78
+    assert out.stderr.splitlines() == [
+        f"{path}: databases[1].id: duplicate database id 'main'",
+        f"{path}: databases[1].name: duplicate database name 'a'",
+    ]

@@ -126,8 +126,9 @@ def test_duplicate_destination_ids_and_unknown_filter_databases_are_refused(tmp_
         config_from_dict(
             operator_config(tmp_path, destinations=[dest, {**dest, "filter": {"database_ids": ["other"]}}])
         )
-    assert exc.value.problems == [
-        "(top level): duplicate destination id 'a'; destination 'a' filters on unknown database id 'other'"
+    assert exc.value.problems == [  # each at its TOML path, on a line of its own
+        "destinations[1].id: duplicate destination id 'a'",
+        "destinations[1].filter.database_ids[0]: unknown database id 'other'",
     ]
     loaded = config_from_dict(operator_config(tmp_path, destinations=[dest]))
     assert loaded.destinations[0].read_secret() == SECRET  # the file's trailing newline is not part of it
