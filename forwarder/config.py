@@ -817,7 +817,7 @@ def _destination_problems(
     """Check a destination's `config` against its kind's model, where it connects as far as that
     is known without DNS (an http(s) URL; an address that is an IP literal must be public or in
     `allowed`), and that its secret can be read."""
-    from forwarder.delivery.netguard import is_public
+    from forwarder.delivery.netguard import refused_before_lookup
     from forwarder.sinks import SINK_TYPES
 
     kind = SINK_TYPES[dest.type]
@@ -830,17 +830,18 @@ def _destination_problems(
         address = kind.address(model)
         if address is not None:
             at = f"destinations[{i}].config.{address.field}"
-            host = address.host
+            host, port = address.host or "", address.port or 0
             if address.url is not None:
+                # Not parse_destination_url: a config file may keep user:password@ (masked where shown).
                 parts = urllib.parse.urlsplit(address.url)
                 if parts.scheme.lower() not in ("http", "https"):
                     problems.append(f"{at}: the URL scheme must be http or https")
-                host = parts.hostname
-            try:
-                ip = ipaddress.ip_address(host or "")
-            except ValueError:
-                ip = None  # a name: checked when it is looked up, at each connection
-            reason = is_public(ip, allowed) if ip is not None else None
+                try:
+                    port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
+                except ValueError:
+                    port = 0  # check_host says why
+                host = parts.hostname or ""
+            reason = refused_before_lookup(host, port, allowed)
             if reason is not None:
                 problems.append(f"{at}: {reason} (allow its network in security.allowed_destination_networks)")
     if not read_secrets:

@@ -215,6 +215,18 @@ def check_host(host: str, port: int) -> Endpoint:
     return Endpoint(_normalize_host(host), _check_port(port))
 
 
+def refused_before_lookup(host: str, port: int, allowed: Sequence[IPNetwork]) -> str | None:
+    """Why the guard refuses `host`:`port` whatever DNS would answer (the host's shape, as
+    `check_host` judges it, or an IP literal that is neither public nor allowed), else None: a
+    name is judged when it is looked up, at each connection. Pure: for a config file's check."""
+    try:
+        endpoint = check_host(host, port)
+    except Refused as exc:
+        return exc.reason
+    ip = _ip_literal(endpoint.host)
+    return is_public(ip, allowed) if ip is not None else None
+
+
 def parse_destination_url(url: str) -> Target:
     """An http(s) destination URL split into checked parts; Refused if it is not one we will connect to."""
     if not url:
