@@ -4,6 +4,7 @@
 #   - rsyslog with TLS (rsyslog-gnutls): tests send syslog over TLS to a real rsyslogd;
 #   - prometheus, for its promtool: tests check the alert rules (deploy/prometheus) and /metrics;
 #   - faketime, for `make test-week-ahead` (no test depends on the day it runs);
+#   - locales, whose sources localedef compiles for the test of a translated server;
 #   - chromium (Debian's), which the end-to-end tests of the web pages drive headless through
 #     Playwright's Python package (its own browser download is not used).
 # Idempotent and silent when everything is present. Needs root to install; as another user it
@@ -33,6 +34,12 @@ if ! command -v rsyslogd >/dev/null 2>&1 && [[ ! -x /usr/sbin/rsyslogd ]]; then
 fi
 if ! have_pkg rsyslog-gnutls; then
     missing+=(rsyslog-gnutls)
+fi
+
+# locales: the sources localedef compiles the German, French and Korean locales from, for the
+# test of a server that logs in its own language (tests/integration/test_translated_pg.py).
+if [[ ! -e /usr/share/i18n/locales/de_DE ]]; then
+    missing+=(locales)
 fi
 
 # faketime (libfaketime): `make test-week-ahead` runs the suite with the clock moved a week ahead.

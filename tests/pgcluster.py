@@ -172,6 +172,7 @@ class PgClusterFactory(Protocol):
         start: bool = True,
         hba: str | None = None,
         name: str | None = None,
+        locale_dir: Path | None = None,
     ) -> PgCluster: ...
 
 
@@ -190,8 +191,10 @@ class PgCluster:
         hba: str | None = None,
         pg_bin: Path | None = None,
         dev_log: Path | None = None,
+        locale_dir: Path | None = None,
     ) -> None:
-        """`dev_log`: a syslog socket the server sees as /dev/log (see `_start_with_dev_log`; root only)."""
+        """`dev_log`: a syslog socket the server sees as /dev/log (see `_start_with_dev_log`; root only).
+        `locale_dir`: compiled locales (`localedef`) the server may name in lc_messages (glibc's LOCPATH)."""
         bin_dir = pg_bin or find_pg_bin()
         if bin_dir is None:
             raise PgClusterError(NOT_INSTALLED_REASON)
@@ -199,6 +202,7 @@ class PgCluster:
         self.base_dir = Path(base_dir).absolute()
         self.hba = DEFAULT_HBA if hba is None else hba
         self.dev_log = dev_log
+        self.locale_dir = locale_dir
         self._as_root = os.geteuid() == 0
         self._server_user = SERVER_OS_USER if self._as_root else pwd.getpwuid(os.geteuid()).pw_name
         self._pw = pwd.getpwnam(self._server_user)
@@ -654,7 +658,7 @@ class PgCluster:
             "USER": self._server_user,
             "LOGNAME": self._server_user,
             "TZ": "UTC",
-        }
+        } | ({"LOCPATH": str(self.locale_dir)} if self.locale_dir is not None else {})
 
     def _run_server_tool(
         self, argv: list[str], *, check: bool = True, timeout: float = 60

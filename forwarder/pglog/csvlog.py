@@ -54,6 +54,7 @@ from forwarder.model import LogLine
 from forwarder.pglog.entry import Entry
 from forwarder.pglog.reader import MAX_ENTRY_BYTES, LineReader
 from forwarder.pglog.times import TimeParser
+from forwarder.pglog.translated import SEVERITY_OF
 
 _COLUMNS: Final = frozenset({23, 24, 26})
 _MAX_COLUMNS: Final = 26
@@ -275,7 +276,12 @@ class CsvlogReader(LineReader):
         pos = row[20] or row[17]  # query_pos, else internal_query_pos: see the module docstring
         if pos.isdigit():
             message = f"{message} at character {pos}"
-        entry = Entry(time_us, severity, message, nbytes)
+        # A translated server writes its own word (csvlog.c: _(error_severity(...))); question
+        # marks only: translated.ascii_degraded, which one cannot be told
+        english = SEVERITY_OF.get(severity)
+        if english is None:
+            english = "LOG" if severity.strip("?") == "" else severity
+        entry = Entry(time_us, english, message, nbytes)
         # Entry's fields default to None: only non-empty columns are set.
         for column, name in _TEXT_COLUMNS:
             v = row[column]

@@ -33,6 +33,7 @@ from forwarder.model import Kind, LogLine
 from forwarder.pglog.classify import classify
 from forwarder.pglog.normalize import normalize, normalize_refused, normalize_statement
 from forwarder.pglog.redact import TOKEN, redact_message, redact_text, scrub_passwords
+from forwarder.pglog.translated import AT_CHARACTER_ENDS, english_position
 
 _new_line = tuple.__new__
 # Kinds whose messages `classify` may prove value-free by their shape alone (slow_query,
@@ -144,7 +145,12 @@ class Entry:
                 False,
             )
         else:
-            kind, sqlstate, duration, message, statement, safe = classify(self.severity, self.message, self.sqlstate)
+            message = self.message
+            if self.severity != "LOG" and message[-1:] in AT_CHARACTER_ENDS:
+                # A translated server's stderr writes the cursor position in its language
+                # (translated.py); csvlog and jsonlog carry it as a number, written in English.
+                message = english_position(message)
+            kind, sqlstate, duration, message, statement, safe = classify(self.severity, message, self.sqlstate)
             if safe and kind in _REPORT_KINDS and not self._from_the_server(kind, message):
                 safe = False
             if statement is None:
@@ -239,7 +245,15 @@ def _raised(context: str) -> bool:
     arguments has that frame too, and loses its message with it: value removal errs on the side of
     removing."""
     nl = context.find("\n")
-    return (context if nl < 0 else context[:nl]).endswith(_RAISED)
+    frame = context if nl < 0 else context[:nl]
+    if frame.endswith(_RAISED):
+        return True
+    # A translated server (lc_messages) words the frame in its language, each its own way
+    # ("PL/pgSQL-Funktion f() Zeile 2 bei RAISE", "在RAISE的第2行的PL/pgSQL函数f()"), but keeps
+    # "PL/pgSQL" and the statement's name (pl_exec.c plpgsql_exec_error_callback formats
+    # _("PL/pgSQL function %s line %d at %s") with plpgsql_stmt_typename, which is not translated).
+    # An English frame is only the one above: a function named like "RAISE" does not count there.
+    return "RAISE" in frame and "PL/pgSQL" in frame and not frame.startswith("PL/pgSQL function ")
 
 
 _AT_CHARACTER: Final = " at character "

@@ -1,7 +1,8 @@
 """`log_line_prefix` compiled to one regex for a whole stderr line: where each field is.
 
 Apart from the reader (stderr.py) so that checking a configured prefix (the config, `forwarder
-parse`, the overview) loads no parsing: this module imports nothing of pglog.
+parse`, the overview) loads no parsing: this module imports nothing of pglog but the
+table of translated words (translated.py, data only).
 
 Prefix escapes (elog.c log_line_prefix / log_status_format), all supported, each with the
 optional padding width PostgreSQL allows (`%-10u` pads on the right, `%10p` on the left, values
@@ -27,6 +28,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Final
+
+from forwarder.pglog.translated import LABEL_NAMES, LABELS, SEVERITIES, SEVERITY_NAMES, UNKNOWN
 
 _TS: Final = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (?:[A-Za-z]{1,6}|[-+]\d\d(?::?\d\d)?)"
 _TS_MS: Final = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} (?:[A-Za-z]{1,6}|[-+]\d\d(?::?\d\d)?)"
@@ -55,12 +58,17 @@ _ESCAPES: Final[dict[str, tuple[str, str | None]]] = {
     "x": (r"\d*", None),
 }
 
-_SEVERITY: Final = (
-    r"(DEBUG[1-5]?|LOG|INFO|NOTICE|WARNING|ERROR|FATAL|PANIC|DETAIL|HINT|QUERY|CONTEXT|LOCATION|STATEMENT)"
-    # PostgreSQL writes two spaces after the colon; tools that pass lines on (and some providers)
-    # squeeze them to one: both are read, and neither space is part of the message.
-    r":  ?(?:([0-9A-Z]{5}): )?"
+# The severity or a secondary line's label, in English or as a translated server writes it
+# (translated.py), then ":" and PostgreSQL's two spaces. Tools that pass lines on (and some
+# providers) squeeze them to one; some translations put a space before the colon or none after
+# it: all are read, and no space is part of the message. The reader maps the word to English.
+_SEVERITY_WORDS: Final = "|".join(
+    [r"DEBUG[1-5]?", *SEVERITY_NAMES[1:], *LABEL_NAMES]
+    + [re.escape(word) for word in sorted({*SEVERITIES, *LABELS}, key=lambda w: (-len(w), w))]
 )
+# A word of question marks only is a translated severity that a process without a database wrote
+# with LC_CTYPE C (translated.ascii_degraded): which one cannot be told, the reader takes LOG.
+_SEVERITY: Final = rf"({_SEVERITY_WORDS}|\?{{1,30}}(?=:  [^ ])) ?: {{0,2}}(?:([0-9A-Z]{{5}}): )?"
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +194,10 @@ def compile_prefix(prefix: str) -> PrefixPattern:
         follow = raw_literals.get(k + 1, "")
         if follow and follow[0] != "\n":
             free_text = f"[^{re.escape(follow[0])}\n]{{0,{bound}}}"
+            # Russian writes "[н/д]" for [unknown]: whole, before a "/" that follows it is the split
+            whole = [re.escape(word) for word in sorted(UNKNOWN) if follow[0] in word]
+            if whole:
+                free_text = f"{'|'.join(whole)}|{free_text}"
             fast_parts[k] = f"({free_text})" if capturing else f"(?:{free_text})"
     if optional_from >= 0:
         parts[optional_from:] = [f"(?:{''.join(parts[optional_from:])})?"]

@@ -29,21 +29,28 @@ from forwarder.pglog.entry import Entry
 from forwarder.pglog.prefix import compile_prefix
 from forwarder.pglog.reader import MAX_ENTRY_BYTES, LineReader
 from forwarder.pglog.times import TimeParser, parse_epoch
+from forwarder.pglog.translated import ENGLISH_LABEL_END, LABELS, SEVERITY_OF, UNKNOWN
 
-# secondary line label -> the Entry field it fills ("_drop": read, kept out of the line)
-_SECONDARY: Final[dict[str, str]] = {
+_FIELDS: Final[dict[str, str]] = {
     "DETAIL": "detail",
     "HINT": "hint",
     "QUERY": "query",
     "CONTEXT": "context",
     "LOCATION": "_drop",
     "STATEMENT": "statement",
+    "BACKTRACE": "_drop",  # PG13+ backtrace_functions: addresses in the server's binary
+}
+# secondary line's label word (English or translated) -> (the Entry field it fills, "_drop": read
+# and kept out of the line; what PostgreSQL writes after the word)
+_SECONDARY: Final[dict[str, tuple[str, str]]] = {
+    **{label: (field, ENGLISH_LABEL_END) for label, field in _FIELDS.items()},
+    **{word: (_FIELDS[label], end) for word, (label, end) in LABELS.items()},
 }
 
 
 def _client(value: str, kind: str) -> str | None:
     """The host part of `%r` (`host(port)` or `[local]`) or `%h`; None when empty."""
-    if not value or value == "[unknown]":
+    if not value or value in UNKNOWN:
         return None
     if kind == "r" and value[-1] == ")":
         paren = value.rfind("(")
@@ -90,9 +97,12 @@ class StderrReader(LineReader):
             self.lines_matched += 1
             g = m.groups()
             sev_i = self._sev_i
-            severity = g[sev_i]
-            field = _SECONDARY.get(severity)
-            if field is None:
+            word = g[sev_i]
+            severity = SEVERITY_OF.get(word)
+            secondary = None if severity is not None else _SECONDARY.get(word)
+            if secondary is None:
+                if severity is None:  # DEBUG1-5 spelled out, or question marks (prefix.py)
+                    severity = "LOG" if word[0] == "?" else word
                 entry = self._entry(g, severity, text[m.end() :], nbytes)
                 sqlstate = g[sev_i + 1]  # the verbose SQLSTATE follows the severity
                 if sqlstate is None and self._sql_i >= 0:
@@ -106,10 +116,15 @@ class StderrReader(LineReader):
                     and not pending.orphan
                     and (self._pid_i < 0 or _int_or_none(g[self._pid_i]) == pending.pid)
                 ):
-                    # text after "LABEL:  " (or "LABEL: "): a secondary line has no verbose SQLSTATE
-                    after = m.end(sev_i + 1) + 2
-                    if text[after : after + 1] == " ":
-                        after += 1
+                    # text after "LABEL:  " (as written, or squeezed to "LABEL: "): a secondary
+                    # line has no verbose SQLSTATE
+                    field, end = secondary
+                    after = m.end(sev_i + 1)
+                    if text.startswith(end, after):
+                        after += len(end)
+                    else:  # " ?:" and up to two spaces (prefix.py)
+                        after += 2 if text[after : after + 1] == " " else 1
+                        after += text.startswith("  ", after) + (text[after : after + 1] == " ")
                     pending.open_field(field, text[after:], nbytes, MAX_ENTRY_BYTES)
                     if cut:
                         pending.truncated = True
@@ -150,15 +165,15 @@ class StderrReader(LineReader):
         # Entry's fields default to None: only known values are set ("[unknown]" and "" stay None).
         if self._user_i >= 0:
             v = g[self._user_i]
-            if v and v != "[unknown]":
+            if v and (v[0] != "[" or v not in UNKNOWN):
                 entry.user = v
         if self._database_i >= 0:
             v = g[self._database_i]
-            if v and v != "[unknown]":
+            if v and (v[0] != "[" or v not in UNKNOWN):
                 entry.database = v
         if self._application_i >= 0:
             v = g[self._application_i]
-            if v and v != "[unknown]":
+            if v and (v[0] != "[" or v not in UNKNOWN):
                 entry.application = v
         if self._client_i >= 0:
             v = g[self._client_i]

@@ -41,7 +41,7 @@ def pg_bin() -> Path:
 def pg_cluster_factory(pg_bin: Path, tmp_path: Path) -> Iterator[PgClusterFactory]:
     """Make started PgCluster instances under tmp_path; all are closed when the test ends.
 
-    Call as ``make(settings=None, *, start=True, hba=None, name=None)``.
+    Call as ``make(settings=None, *, start=True, hba=None, name=None, locale_dir=None)``.
     """
     clusters: list[PgCluster] = []
     stack = ExitStack()  # closes every cluster even when closing one of them fails
@@ -52,8 +52,11 @@ def pg_cluster_factory(pg_bin: Path, tmp_path: Path) -> Iterator[PgClusterFactor
         start: bool = True,
         hba: str | None = None,
         name: str | None = None,
+        locale_dir: Path | None = None,
     ) -> PgCluster:
-        cluster = PgCluster(tmp_path / (name or f"pg{len(clusters)}"), settings, hba=hba, pg_bin=pg_bin)
+        cluster = PgCluster(
+            tmp_path / (name or f"pg{len(clusters)}"), settings, hba=hba, pg_bin=pg_bin, locale_dir=locale_dir
+        )
         clusters.append(cluster)
         stack.callback(cluster.close)
         if start:
