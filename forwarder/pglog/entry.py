@@ -153,6 +153,15 @@ class Entry:
             kind, sqlstate, duration, message, statement, safe = classify(self.severity, message, self.sqlstate)
             if safe and kind in _REPORT_KINDS and not self._from_the_server(kind, message):
                 safe = False
+            if (statement is not None or duration is not None) and (
+                sqlstate == "P0001" or (self.context is not None and _raised(self.context))
+            ):
+                # RAISE LOG 'duration: 1 ms  statement: SELECT "%"', secret: the function's words,
+                # not a statement, a duration or a kind of the server's (the SQL would be kept as
+                # a statement, normalized: a double-quoted value is a name to the normalizer).
+                # Classified as an unknown message; the entry's own STATEMENT stays.
+                kind, sqlstate, duration, _, statement, safe = classify(self.severity, "", sqlstate)
+                message = self.message
             if statement is None:
                 statement = self.statement
         detail, hint, context, query = self.detail, self.hint, self.context, self.query

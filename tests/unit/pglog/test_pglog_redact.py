@@ -512,12 +512,31 @@ def test_a_value_over_several_lines_takes_them_all(text: str, expected: str) -> 
         ],
         # a checkpoint report from a session (the checkpointer has no user or database): a RAISE
         ["LOG:  checkpoint complete: wrote 1 buffers (0.0%); S3CR"],
+        # RAISE LOG in the words of a slow query: its "statement" is the function's text (a
+        # double-quoted value is a name to the normalizer, a bare word a column)
+        [
+            'LOG:  duration: 0.5 ms  statement: SELECT "4111 1111 S3CR@example.com"',
+            "CONTEXT:  PL/pgSQL function inline_code_block line 1 at RAISE",
+        ],
+        ["ERROR:  P0001: duration: 1.000 ms  execute s1: SELECT S3CR"],
     ],
 )
 def test_a_raise_keeps_none_of_its_words(lines: list[str]) -> None:
     head, *rest = lines
     line = one(f"{T0} [1] a@b/c {head}\n" + "".join(f"{T0} [1] a@b/c {more}\n" for more in rest))
     assert "S3CR" not in json.dumps(spec_fields(line)) and line.redacted
+
+
+def test_a_raise_in_the_words_of_a_slow_query_is_neither_slow_nor_its_statement() -> None:
+    lines = parse_text(
+        f"{T0} [1] a@b/c LOG:  duration: 0.5 ms  statement: SELECT S3CR\n"
+        f"{T0} [1] a@b/c CONTEXT:  PL/pgSQL function inline_code_block line 1 at RAISE\n"
+        f"{T0} [1] a@b/c STATEMENT:  DO $$ BEGIN RAISE LOG 'x'; END $$;\n",
+        full_text=True,
+    )
+    assert [(line.kind, line.duration_ms) for line in lines] == [("other", None)]
+    assert lines[0].message == "duration: 0.5 ms  statement: SELECT S3CR"  # full text: as written
+    assert lines[0].statement == "DO $$ BEGIN RAISE LOG 'x'; END $$;"  # the entry's own
 
 
 def test_a_raise_identified_by_its_sqlstate_alone() -> None:
