@@ -60,6 +60,9 @@ _PG_FINGERPRINT: Final[Callable[[str], str]] = pgparse.fingerprint
 # ValueError: a lone surrogate (JSON can carry one) cannot be encoded to UTF-8 for the C side.
 _PG_ERRORS: Final[tuple[type[Exception], ...]] = (pgparse.PGQueryError, ValueError)
 
+# Block comments nest in PostgreSQL (scan.l: xcdepth): a comment that opens another before it
+# closes is taken to the end of the statement (`\*.*`), as re cannot count the depth; what follows
+# it is lost to the normalized statement, never kept as a value (`/* a /* b */ secret */`).
 # The pattern starts with a character class so that re's search skips, in C, every position that
 # cannot start a token; each branch then checks what that first character was with a lookbehind.
 # (A leading alternation of groups would defeat that skip and cost ~3x.)
@@ -68,7 +71,7 @@ _LEX: Final = re.compile(
     [-/"'$.0-9eEbBxXnNuU]
     (?:
       (?<=-)(?P<c1>-[^\n]*)                                            # -- comment: removed
-    | (?<=/)(?P<c2>\*.*?(?:\*/|\Z))                                    # /* comment */: removed
+    | (?<=/)(?P<c2>\*(?:[^*/]|\*(?!/)|/(?!\*))*(?:\*/|\Z)|\*.*)          # /* comment */: removed
     | (?<=")(?P<q>(?:[^"]|"")*"?)                                     # "quoted identifier": kept
     | (?<=')(?P<s1>(?:[^']|'')*(?:'|\Z))                              # 'string'
     | (?<=[eE])(?<![\w$][eE])(?P<s2>'(?:[^'\\]|\\.|'')*(?:'|\Z))      # E'string'
@@ -90,7 +93,7 @@ _LEX_FAST: Final = re.compile(
     [-/"'$.0-9]
     (?:
       (?<=-)(?P<c1>-[^\n]*)
-    | (?<=/)(?P<c2>\*.*?(?:\*/|\Z))
+    | (?<=/)(?P<c2>\*(?:[^*/]|\*(?!/)|/(?!\*))*(?:\*/|\Z)|\*.*)
     | (?<=")(?P<q>(?:[^"]|"")*"?)
     | (?<=')(?P<s1>(?:[^']|'')*(?:'|\Z))
     | (?<=\$)(?<![\w$]\$)(?P<s5>(?P<tag>(?:[A-Za-z_\x80-\U0010ffff][\w\x80-\U0010ffff]*)?)\$
@@ -351,6 +354,9 @@ def _normalize_statement(sql: str, with_fingerprint: bool) -> tuple[str, bool, s
             return text, changed, fingerprint(text) if with_fingerprint else ""
     if parsed is None:
         text, changed = scrub(sql)
+        if text[:6].upper() == "ALTER ":
+            text = setting_values_removed(text)
+            changed = text != sql
         return text, changed, fingerprint(text) if with_fingerprint else ""
     if (
         ("'" in parsed or "--" in parsed or "/*" in parsed)
@@ -358,9 +364,30 @@ def _normalize_statement(sql: str, with_fingerprint: bool) -> tuple[str, bool, s
         else _LEFTOVER(parsed) is not None
     ):
         parsed, _ = scrub(parsed)
+    if parsed[:6].upper() == "ALTER ":
+        parsed = setting_values_removed(parsed)
     # (libpg_query writes a national string N'x' as N$1, keeping the N: harmless, and looking
     # for it would cost as much as the checks above.)
     return parsed, parsed != sql, fingerprint(parsed) if with_fingerprint else ""
+
+
+# ALTER ROLE/USER/DATABASE/SYSTEM/FUNCTION/PROCEDURE/ROUTINE ... SET name = value: libpg_query
+# leaves these utility statements raw and the scrubber keeps bare words, but the value of a
+# custom setting is often a token (`ALTER ROLE app SET myapp.api_key = sk_live_x`), and a bare
+# word is a value there (gram.y var_value: a name, a number or a string). Plain SET's value
+# libpg_query replaces itself. DEFAULT and a value already a placeholder stay.
+_SETTING_VALUE: Final = re.compile(
+    r"""(\bSET\s+(?:"(?:[^"]|"")*"|[\w$]+)(?:\s*\.\s*(?:"(?:[^"]|"")*"|[\w$]+))*\s*(?:=|\bTO\b)\s*+)"""
+    r"(?!DEFAULT\s*(?:;|\Z))(?!\$\d+(?:\s*,\s*\$\d+)*\s*(?:;|\Z))[^;]+?(\s*(?:;|\Z))",
+    re.IGNORECASE,
+)
+
+
+def setting_values_removed(sql: str) -> str:
+    """`sql` (an ALTER statement) with the value of each `SET name = value` as one `$n`."""
+    start = max((int(p) for p in _PARAM.findall(sql)), default=0)
+    counter = iter(range(start + 1, start + 1_000_000))
+    return _SETTING_VALUE.sub(lambda m: f"{m.group(1)}${next(counter)}{m.group(2)}", sql)
 
 
 # A parameter, or a list of them: `IN ($1, $2, $3)` and `IN ($4, $5)` have one shape.

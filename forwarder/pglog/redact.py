@@ -1043,15 +1043,17 @@ def redact_message(message: str) -> tuple[str, bool]:
 
 
 # PASSWORD '..' in every form a client can write it (PostgreSQL's lexer, scan.l): the keyword or
-# the quoted option name "password", comments before the literal, an E'' string with backslash
+# the quoted option name "password", right before the quote or after comments (block comments
+# nest: one that opens another takes all the rest, as re cannot count them), an E'' string with backslash
 # escapes, a U&'' or plain string, a dollar quote, and strings that follow it ('a'<newline>'b' is
 # one literal; on one line it is a syntax error, echoed in the error's STATEMENT all the same).
 _SQL_GAP: Final = r"(?:\s|/\*.*?\*/|--[^\n]*(?:\n|\Z))+"
 _SQL_STRING: Final = r"(?:[eE]'(?:[^'\\]|\\.|'')*|(?:[uU]&)?'(?:[^']|'')*)(?:'|\Z)"
 _PASSWORD: Final = re.compile(
     rf"""
-      ((?:\bpassword|"password"){_SQL_GAP})                                          # PASSWORD '..'
-        (?:{_SQL_STRING}(?:\s*{_SQL_STRING})*|\$(\w*)\$.*?(?:\$\2\$|\Z))
+      ((?:\bpassword|"password")(?:{_SQL_GAP})?)                                   # PASSWORD '..'
+        (?:{_SQL_STRING}(?:\s*{_SQL_STRING})*|\$(\w*)\$.*?(?:\$\2\$|\Z)
+          |/\*(?:[^*]|\*(?!/))*?/\*.*)  # a comment holding another (they nest): all the rest
     | (\bpassword\s*=\s*)(?:''(?:[^']|'''')*(?:''|\Z)|'(?:[^'\\]|\\.)*(?:'|\Z)|[^\s'"),]+)  # conninfo password=
     | (\b[A-Za-z][\w+.-]*://[^\s:/@'"]*:)[^\s@'"]+(@)                              # scheme://user:pw@host
     """,

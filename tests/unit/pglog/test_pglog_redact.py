@@ -56,6 +56,18 @@ LEFTOVER_CASES = [
     ("SELECT * FROM t WHERE a = 'cut by the cap", "SELECT * FROM t WHERE a = $1"),
     ("SELECT 'a\x00secret'", "SELECT $1"),  # a NUL: the scrubber, never C
     ("SELECT '\ud800'", "SELECT $1"),  # a lone surrogate (JSON can carry one): the scrubber
+    # block comments nest (scan.l): one that opens another takes the rest of the statement
+    ("SELECT 1 /* a /* b */ jane@example.com 4111-1111 */ AS x;", "SELECT $1"),
+    ("SELECT 1 /* a */, 2 /* b * / c */ AS y", "SELECT $1 , $2  AS y"),
+    # a bare word is a value after ALTER ... SET name = (gram.y var_value); DEFAULT stays
+    ("ALTER ROLE alice SET myapp.token = tok_S3CR", "ALTER ROLE alice SET myapp.token = $1"),
+    ("alter database shop set myapp.key to sk_S3CR;", "alter database shop set myapp.key to $1;"),
+    ("ALTER SYSTEM SET myapp.apikey = S3CR", "ALTER SYSTEM SET myapp.apikey = $1"),
+    ("ALTER ROLE a IN DATABASE d SET search_path = app, public", "ALTER ROLE a IN DATABASE d SET search_path = $1"),
+    ('ALTER FUNCTION f(int) SET "my.x" = y', 'ALTER FUNCTION f(int) SET "my.x" = $1'),
+    ("ALTER ROLE a SET x TO DEFAULT", "ALTER ROLE a SET x TO DEFAULT"),
+    ("ALTER ROLE a SET x = 1, 'b'", "ALTER ROLE a SET x = $1, $2"),
+    ("ALTER TABLE t ALTER COLUMN c SET NOT NULL", "ALTER TABLE t ALTER COLUMN c SET NOT NULL"),
 ]
 
 
@@ -323,6 +335,10 @@ def test_token_is_documented_value() -> None:
             "ALTER USER MAPPING FOR bob SERVER s OPTIONS (SET \"password\" '...')",
         ),
         ("ALTER ROLE bob PASSWORD NULL", "ALTER ROLE bob PASSWORD NULL"),
+        ("ALTER ROLE bob password'S3CR';", "ALTER ROLE bob password'...';"),  # no space: scan.l allows it
+        # block comments nest: one opening another before it closes, or never closing
+        ("ALTER ROLE bob PASSWORD /* a /* b */ c */ 'S3CR'", "ALTER ROLE bob PASSWORD /* a /* b */ c */ '...'"),
+        ("ALTER ROLE bob PASSWORD /* a /* b */ 'S3CR'", "ALTER ROLE bob PASSWORD /* a /* b */ '...'"),
     ],
 )
 def test_scrub_passwords(text: str, expected: str) -> None:
