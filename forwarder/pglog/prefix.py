@@ -226,11 +226,13 @@ def compile_prefix(prefix: str) -> PrefixPattern:
     )
 
 
-_TIME_RANK: Final = {"m": 0, "n": 1, "t": 2}
+# %n (epoch seconds with milliseconds) is exact; %m has the same precision but a zone abbreviation
+# that may be ambiguous (IST is India's, Israel's or Ireland's: times.py); %t has whole seconds.
+_TIME_RANK: Final = {"n": 0, "m": 1, "t": 2}
 
 
 def _better(field: str, fields: dict[str, int], key: str) -> bool:
-    """A later time escape replaces an earlier one when it is more precise (%m, %n over %t)."""
+    """A later time escape replaces an earlier one when it is better (%n over %m over %t)."""
     if key != "time":
         return False
     return _TIME_RANK[field[-1]] < _TIME_RANK[chr(fields["time:kind"])]

@@ -12,7 +12,7 @@ The prefix is compiled by `prefix.py` (every escape PostgreSQL has, with padding
   become None; so does SQLSTATE `00000`.
 - `client`: the host part of `%r` (or `%h`), without the port. A Unix-socket client is
   `[local]`, PostgreSQL's own spelling: it cannot be mistaken for a host named `local`.
-- Time: the most precise of `%m`, `%n`, `%t` that the prefix has gives `time_us`, converted to
+- Time: the best of `%n` (exact), `%m`, `%t` that the prefix has gives `time_us`, converted to
   UTC with `log.timezone` (see `times.py`); `%s` (session start) never does. An entry without a
   readable time of its own (a prefix without a time escape, a time after `%q` on a background
   process's line, a line not in the format) gets the wall-clock time at which it was read

@@ -28,6 +28,9 @@ ESCAPE_CASES = [
     ("%m ", f"{T0} ", {"time_us": T0_US}),
     ("%t ", "2026-11-22 02:18:58 UTC ", {"time_us": T0_US - 123_000}),
     ("%n ", "1795313938.123 ", {"time_us": T0_US}),
+    # %n is exact and wins over %m whichever comes first: %m's IST could be Israel's, and is India's here
+    ("%m %n ", "2026-11-22 07:48:58.123 IST 1795313938.123 ", {"time_us": T0_US}),
+    ("%n %m ", "1795313938.123 2026-11-22 07:48:58.123 IST ", {"time_us": T0_US}),
     ("[%p] ", "[4711] ", {"pid": 4711}),
     ("%u ", "alice ", {"user": "alice"}),
     ("%d ", "shop ", {"database": "shop"}),
