@@ -35,13 +35,18 @@ _TS: Final = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (?:[A-Za-z]{1,6}|[-+]\d\d(?::?\d\d
 _TS_MS: Final = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} (?:[A-Za-z]{1,6}|[-+]\d\d(?::?\d\d)?)"
 
 # escape -> (pattern of its value, the field it fills or None)
+# Names (%a %u %d) and the backend type (%b) may hold spaces and anything else: their patterns are
+# "any text". The others cannot, and saying so is what splits `PostgreSQL JDBC Driver [local]`
+# into %a and %h at the right space: a host, an address or `host(port)` has no space (a log_hostname
+# name neither); a command tag is upper-case words (`CREATE TABLE`), a session state lower-case
+# ones (`idle in transaction (aborted)`), ps_status.c / the tags of cmdtaglist.h.
 _ESCAPES: Final[dict[str, tuple[str, str | None]]] = {
     "a": (r".{0,64}?", "application"),
     "u": (r".{0,64}?", "user"),
     "d": (r".{0,64}?", "database"),
-    "r": (r".{0,300}?", "client_r"),
-    "h": (r".{0,256}?", "client_h"),
-    "L": (r".{0,256}?", None),
+    "r": (r"\S{0,300}", "client_r"),
+    "h": (r"\S{0,256}", "client_h"),
+    "L": (r"\S{0,256}", None),
     "b": (r".{0,100}?", None),
     "p": (r"\d+", "pid"),
     "P": (r"\d*", None),
@@ -49,7 +54,7 @@ _ESCAPES: Final[dict[str, tuple[str, str | None]]] = {
     "m": (_TS_MS, "time_m"),
     "n": (r"\d+\.\d+", "time_n"),
     "Q": (r"-?\d*", None),
-    "i": (r".{0,100}?", None),
+    "i": (r"(?:[A-Z]+(?: [A-Z]+)*|[a-z]+(?: [a-z]+)*(?: \(aborted\))?)?", None),
     "e": (r"[0-9A-Z]{5}", "sqlstate"),
     "c": (r"[0-9a-f]+\.[0-9a-f]+", None),
     "l": (r"\d+", None),

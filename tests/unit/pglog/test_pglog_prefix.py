@@ -40,6 +40,12 @@ ESCAPE_CASES = [
     ("%r ", "::1(40000) ", {"client": "::1"}),
     ("%h ", "db.example.com ", {"client": "db.example.com"}),
     ("%h ", "[local] ", {"client": "[local]"}),
+    # a host, an address or host(port) has no space: an application name before it may have some
+    ("%a %h ", "PostgreSQL JDBC Driver [local] ", {"application": "PostgreSQL JDBC Driver", "client": "[local]"}),
+    ("%a %r ", "job ERROR:  x ::1(5432) ", {"application": "job ERROR:  x", "client": "::1"}),
+    # a command tag is upper-case words, a session state lower-case ones
+    ("%i %u@%d ", "CREATE TABLE bob@shop ", {"user": "bob", "database": "shop"}),
+    ("%i %u@%d ", "idle in transaction (aborted) bob@shop ", {"user": "bob", "database": "shop"}),
     ("%e ", "42P01 ", {"sqlstate": "42P01"}),
     ("%e ", "00000 ", {"sqlstate": None}),
     ("%b ", "client backend ", {}),
