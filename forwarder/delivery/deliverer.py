@@ -85,7 +85,25 @@ async def exchange(
         raise
     except Exception as exc:  # judged by the sink's classify
         error = exc
-    return hidden.outcome(sink.classify(request, response, error)), clock.monotonic() - started
+    return hidden.outcome(_judged(sink, request, response, error)), clock.monotonic() - started
+
+
+def _judged(sink: Sink, request: Request, response: Response | None, error: BaseException | None) -> Outcome:
+    """The sink's classify, or a retry when it raised (a bug, or an answer it did not foresee).
+
+    Raised out of here, it would fail the whole loop: the manager restarts it every few seconds,
+    without the backoff or an error shown, and /test answers 500. As a retry, the batch waits out
+    the backoff (SPEC 6.1) with the failure shown. The text names only the exception's type: its
+    message may quote the receiver's answer, which may echo a credential.
+    """
+    try:
+        return sink.classify(request, response, error)
+    except Exception as exc:
+        log.error(
+            "could not judge a delivery attempt; it is retried",
+            extra={"kind": sink.kind, "status": response.status if response else None, "error": type(exc).__name__},
+        )
+        return Outcome("retry", f"could not judge the answer: {type(exc).__name__}", "bad_response")
 
 
 class Deliverer:
@@ -135,10 +153,17 @@ class Deliverer:
             if not batch.ids:  # everything after the cursor was filtered out
                 await self._save(replace(s, cursor=batch.upto))
                 return
-            await self._save(
-                replace(s, inflight_id=new_delivery_id(), inflight_lines=tuple(batch.ids), inflight_upto=batch.upto)
+            s = await self._save(
+                replace(s, inflight_id=new_delivery_id(), inflight_lines=tuple(batch.ids), inflight_upto=batch.upto),
+                new_batch=True,
             )
-            lines = [OutLine(i, d) for i, d in zip(batch.ids, batch.docs, strict=True)]
+            # Retention may have deleted lines of the batch since it was read (and counted them as
+            # dropped): the store kept only the others in flight, and only those are sent.
+            if not s.inflight_lines:
+                await self._save(self._settled(s))
+                return
+            kept = set(s.inflight_lines)
+            lines = [OutLine(i, d) for i, d in zip(batch.ids, batch.docs, strict=True) if i in kept]
         else:
             # Wait out the backoff first: what the batch still holds is known only afterwards.
             wait = (s.next_attempt_at or 0.0) - self._clock.now()
@@ -228,16 +253,21 @@ class Deliverer:
             next_attempt_at=None,
         )
 
-    async def _save(self, state: DeliveryState) -> None:
+    async def _save(self, state: DeliveryState, *, new_batch: bool = False) -> DeliveryState:
+        """Persist `state` (with `new_batch`, a batch just read: the store may narrow it); returns it as saved."""
         sent = state.sent_lines - self.state.sent_lines
         dropped = state.dropped_lines - self.state.dropped_lines
         self._saving = state
         try:
-            await self._store.save_delivery_state(self.dest.id, state, sent, dropped)
+            if new_batch:
+                state = await self._store.start_batch(self.dest.id, state, sent, dropped)
+            else:
+                await self._store.save_delivery_state(self.dest.id, state, sent, dropped)
         finally:
             self._saving = None
         self.state = state
         self._publish(state)
+        return state
 
     @property
     def shown_state(self) -> DeliveryState:

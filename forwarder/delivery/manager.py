@@ -151,9 +151,16 @@ class DeliveryManager:
         running = self._running.get(dest_id)
         return running[0].shown_state if running else None
 
-    async def apply(self, dest_id: str) -> None:
-        """Take a created or changed destination: restart its loop from its stored state."""
+    async def apply(self, dest_id: str, *, retry_now: bool = False) -> None:
+        """Take a created or changed destination: restart its loop from its stored state.
+
+        `retry_now`: the backoff ends (attempts and next attempt cleared) before the loop restarts,
+        so its batch in flight, kept with its delivery id, is sent at once.
+        """
         await self._stop(dest_id)
+        if retry_now:
+            # Only once the old loop is stopped: a save of its last outcome would set them again.
+            await self._store.end_backoff(dest_id)
         self._codes = await self._store.database_codes()
         found = await self._store.destination(dest_id)
         if found is not None and found[0].enabled:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import email.utils
 from collections.abc import Mapping
 
@@ -44,17 +45,27 @@ async def _read_up_to(stream: aiohttp.StreamReader, limit: int) -> bytes:
 
 
 def retry_after_seconds(headers: Mapping[str, str], now: float) -> float | None:
-    """Retry-After as seconds from now: delta-seconds or an HTTP-date (RFC 9110 section 10.2.3)."""
+    """Retry-After as seconds from now: delta-seconds or an HTTP-date (RFC 9110 section 10.2.3).
+
+    None when the header is absent or neither form; never raises, whatever the receiver sent (this
+    runs inside classify, and a raise there would fail the delivery loop, not the attempt).
+    """
     value = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
     if value is None:
         return None
-    value = value.strip()
-    if value.isdigit():
+    value = value.strip(" \t")  # OWS around a field value (RFC 9110 section 5.5)
+    # delay-seconds = 1*DIGIT, and DIGIT is ASCII 0-9 (RFC 5234 B.1). str.isdigit() alone also
+    # takes superscripts (U+00B2, which float() refuses: a raise) and other scripts' digits
+    # (full-width U+FF11, which float() reads). A huge value is inf or far beyond a day, which
+    # the backoff ignores.
+    if value.isascii() and value.isdigit():
         return float(value)
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: a zone offset like +99999999999
         return None
+    if when.tzinfo is None:  # "-0000": an HTTP-date is always UTC (RFC 9110 section 5.6.7), not local time
+        when = when.replace(tzinfo=datetime.UTC)
     return max(0.0, when.timestamp() - now)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import orjson
@@ -270,6 +270,36 @@ def save_state(conn: sqlite3.Connection, dest_id: str, s: DeliveryState, sent: i
     )
 
 
+def end_backoff(conn: sqlite3.Connection, dest_id: str) -> None:
+    """Clear the backoff; the batch in flight (its delivery id, lines, upto) and the shown error stay."""
+    conn.execute("UPDATE destinations SET attempts = 0, next_attempt_at = NULL WHERE id = ?", (dest_id,))
+
+
+def start_batch(conn: sqlite3.Connection, dest_id: str, s: DeliveryState, sent: int, dropped: int) -> DeliveryState:
+    """Persist `s` with the batch just read in flight, less its lines retention deleted since the read;
+    returns the state as saved.
+
+    Those lines were after the cursor and not in flight when retention deleted them, so it counted
+    them as dropped (account_retention): sent from the copy read, they would count as sent too.
+    """
+    assert s.inflight_lines is not None
+    kept = stored_ids(conn, s.inflight_lines)
+    if len(kept) < len(s.inflight_lines):
+        s = replace(s, inflight_lines=tuple(i for i in s.inflight_lines if i in kept))
+    save_state(conn, dest_id, s, sent, dropped)
+    return s
+
+
+def stored_ids(conn: sqlite3.Connection, ids: Sequence[int]) -> set[int]:
+    """Which of these lines are still stored (rowid lookups, no documents read)."""
+    out: set[int] = set()
+    for start in range(0, len(ids), 500):
+        chunk = list(ids[start : start + 500])
+        marks = ",".join("?" * len(chunk))
+        out.update(line_id for (line_id,) in conn.execute(f"SELECT id FROM lines WHERE id IN ({marks})", chunk))
+    return out
+
+
 def account_retention(conn: sqlite3.Connection, rows: Sequence[tuple[int, int, int]]) -> dict[tuple[str, str], int]:
     """Before lines (id, db, kind) are deleted: count, per destination, those it had not yet accounted
     for and would have received, as dropped. Returns {(destination id, type): lines dropped}."""
@@ -279,14 +309,15 @@ def account_retention(conn: sqlite3.Connection, rows: Sequence[tuple[int, int, i
     top = max(r[0] for r in rows)
     dropped: dict[tuple[str, str], int] = {}
     for dest, state in list_all(conn):
-        if state.cursor >= top:
+        # Up to the batch in flight's `inflight_upto`, every line is accounted for already: those
+        # still in `inflight_lines` are counted when the loop finds them gone (it knows for sure),
+        # the rest were delivered, filtered out or rejected (after a partial failure the batch is
+        # narrowed to the lines to retry while the cursor stays put).
+        seen = max(state.cursor, state.inflight_upto or 0)
+        if seen >= top:
             continue
         match = dest.filter.matcher(codes)
-        inflight = set(state.inflight_lines or ())
-        n = sum(
-            1 for line_id, db, kind in rows if line_id > state.cursor and line_id not in inflight and match(db, kind)
-        )
-        # Lines of the batch in flight are counted when the loop finds them gone (it knows for sure).
+        n = sum(1 for line_id, db, kind in rows if line_id > seen and match(db, kind))
         if n:
             dropped[(dest.id, dest.type)] = n
             conn.execute("UPDATE destinations SET dropped_lines = dropped_lines + ? WHERE id = ?", (n, dest.id))

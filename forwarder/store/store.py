@@ -640,6 +640,14 @@ class Store:
     async def save_delivery_state(self, dest_id: str, state: D.DeliveryState, sent: int, dropped: int) -> None:
         await self._write(lambda c: D.save_state(c, dest_id, state, sent, dropped))
 
+    async def start_batch(self, dest_id: str, state: D.DeliveryState, sent: int, dropped: int) -> D.DeliveryState:
+        """Persist a batch just read as in flight, less the lines retention deleted since (D.start_batch)."""
+        return await self._write(lambda c: D.start_batch(c, dest_id, state, sent, dropped))
+
+    async def end_backoff(self, dest_id: str) -> None:
+        """The destination's next attempt is due now (attempts 0); the batch in flight stays."""
+        await self._write(lambda c: D.end_backoff(c, dest_id))
+
     async def lag(self, cursor: int) -> tuple[int, int | None]:
         return await self._read(lambda c: D.lag(c, cursor))
 

@@ -37,6 +37,12 @@ log = logging.getLogger(__name__)
 
 ID_PREFIX: Final = "dst_"
 SECRET_PREFIX: Final = "whsec_"  # noqa: S105 - a prefix, the secret is random
+# A change to any of these is the operator fixing (or re-enabling) delivery: the backoff built up by
+# the failures before it says nothing about the destination as it is now, so the batch waiting for
+# its retry is sent at once (docs/destinations.md: "fixing the key ... resumes delivery"), not up to
+# an hour later (SPEC 6.1's cap) or a day after a Retry-After. The name and the filter change nothing
+# the receiver sees of a retry.
+RETRY_NOW_FIELDS: Final = frozenset({"config", "secret", "enabled"})
 
 # Settings of a kind that only the operator's config file may choose, as {kind: {key: (refused
 # value, why)}}: they weaken how lines leave the host, and an API key (held by scripts, CI, other
@@ -95,8 +101,11 @@ class ManagedByConfig(DestinationError):
 class Delivery(Protocol):
     """What the use cases need of the delivery layer (implemented by delivery.manager.DeliveryManager)."""
 
-    async def apply(self, dest_id: str) -> None:
-        """Take a created or changed destination: (re)start its loop from its stored state."""
+    async def apply(self, dest_id: str, *, retry_now: bool = False) -> None:
+        """Take a created or changed destination: (re)start its loop from its stored state.
+
+        `retry_now`: end the backoff first, so a batch waiting for its retry is sent at once.
+        """
 
     async def remove(self, dest: Destination) -> None:
         """Stop the destination's loop and forget its metrics (before it leaves the store)."""
@@ -220,7 +229,8 @@ async def change(
     """Apply an API change to `dest` (as `changeable` returned it) and restart its loop at its cursor.
 
     A change that changes nothing is not stored, audited or restarted. A given secret counts as
-    changed (it is not compared with the sealed one).
+    changed (it is not compared with the sealed one). A changed config, secret or enabled ends the
+    backoff (RETRY_NOW_FIELDS).
     """
     _check_changeable(dest)
     config = dest.config
@@ -363,7 +373,8 @@ async def _change(
         return old
     changed = replace(new, sealed_secret=sealed, updated_at=ports.clock.now())
     await ports.store.change_destination(changed, org=actor.org, actor=actor.name, fields=fields)
-    await ports.delivery.apply(old.id)
+    # The batch in flight and its delivery id stay: the retry resends the same lines (at-least-once).
+    await ports.delivery.apply(old.id, retry_now=not RETRY_NOW_FIELDS.isdisjoint(fields))
     return changed
 
 

@@ -168,22 +168,29 @@ async def test_opensearch_with_basic_auth_an_index_and_a_pipeline(env: DaemonEnv
     assert receiver.calls[0].headers["Authorization"].startswith("Basic ")
 
 
-async def test_wrong_credentials_are_retried_without_showing_them(
+async def test_wrong_credentials_are_retried_without_showing_them_and_a_new_key_resumes_at_once(
     env: DaemonEnv, receiver: ElasticsearchReceiver
 ) -> None:
     created = await create(env, receiver, secret="not-the-key-123")
     await env.append(mixed_lines(3))
-    assert await env.until_sleeping(created["id"], 1) == pytest.approx(30)
+    for attempt, wait in enumerate([30, 60, 120, 240], start=1):
+        assert await env.until_sleeping(created["id"], attempt) == pytest.approx(wait)
+        env.clock.advance(wait)
+    assert await env.until_sleeping(created["id"], 5) == pytest.approx(480)
     d = await env.delivery(created["id"])
     assert d["last_error"].startswith("HTTP 401: security_exception: missing authentication credentials")
-    assert receiver.errors == ["wrong or missing Authorization"]
+    assert receiver.errors == ["wrong or missing Authorization"] * 5
     receiver.errors.clear()
+    now = env.clock.now()
     status, _ = await env.call("PATCH", f"/v1/log-destinations/{created['id']}", {"secret": API_KEY})
     assert status == 200
-    assert await env.until_sleeping(created["id"], 1) == pytest.approx(30)  # the backoff stands
-    env.clock.advance(30)
-    await receiver.wait_for_stored(3)  # with the new key
-    assert receiver.errors == []
+    # Fixing the key ends the backoff (docs/destinations.md): the waiting batch is sent with the new
+    # key at once, not after the 480 s left, and the clock has not moved.
+    await receiver.wait_for_stored(3)
+    assert env.clock.now() == now
+    d = await env.settled(created["id"])
+    assert (d["sent_lines"], d["dropped_lines"], d["attempts"]) == (3, 0, 0)
+    assert [c.ids for c in receiver.calls] == [[1, 2, 3]] and receiver.errors == []
 
 
 @pytest.mark.parametrize(

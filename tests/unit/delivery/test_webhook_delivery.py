@@ -114,6 +114,26 @@ async def test_retry_after_raises_the_wait_never_lowers_it(env: DaemonEnv, recei
     await receiver.wait_for(3)
 
 
+async def test_a_retry_after_of_non_ascii_digits_is_ignored(env: DaemonEnv, receiver: WebhookReceiver) -> None:
+    from aiohttp import web
+
+    receiver.tolerance = None
+
+    async def superscript() -> web.Response:  # "\u00b2".isdigit() is True, float() refuses it
+        return web.Response(status=429, headers={"Retry-After": "\u00b2"})
+
+    receiver.script = [superscript] * 2
+    created = await create(env, receiver)
+    await env.add_lines(2)
+    await receiver.wait_for(1)
+    assert await env.until_sleeping(created["id"], 1) == pytest.approx(30)  # the backoff, shown failing
+    assert (await env.shown(created["id"]))["delivery"]["last_error"] == "HTTP 429"
+    status, body = await env.call("POST", f"/v1/log-destinations/{created['id']}/test")
+    assert (status, body) == (200, {"ok": False, "error": "HTTP 429"})
+    env.clock.advance(30)
+    await env.until(created["id"], lambda d: d["attempts"] == 0 and d["sent_lines"] == 2)
+
+
 async def test_a_16_second_response_is_a_timeout(env: DaemonEnv, receiver: WebhookReceiver) -> None:
     receiver.tolerance = None
     held = asyncio.Event()

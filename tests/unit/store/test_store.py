@@ -11,10 +11,12 @@ from pathlib import Path
 import orjson
 import pytest
 
+from forwarder import metrics
 from forwarder.clock import FakeClock
 from forwarder.config import DatabaseConfig, LogSourceConfig, StoreConfig
 from forwarder.model import KINDS, LogLine, group_key
 from forwarder.store import DatabaseSettings, LineQuery, SourceFile, Store, open_sync, schema
+from forwarder.store import destinations as D
 from forwarder.store import lines as L
 from forwarder.store import state as S
 from forwarder.store import store as store_module
@@ -215,6 +217,33 @@ async def test_retention_deletes_lines_older_than_retention_days(tmp_path: Path)
         assert await store.retention_once() == 1
         page = await store.list_lines(ident.code, LineQuery(q="message"))
         assert [orjson.loads(d)["message"] for d in page.docs] == ["message number 3600"]
+    finally:
+        await store.aclose()
+
+
+async def test_retention_counts_as_dropped_only_lines_a_destination_has_not_accounted_for(tmp_path: Path) -> None:
+    clock = FakeClock(start=T0 / 1_000_000)
+    store = Store(StoreConfig(path=tmp_path / "r.db", retention_days=1), clock)
+    await store.start()
+    try:
+        ident = await store.register_database(db_config())
+        dest = D.Destination("d", "fake", "fake", True, {}, D.LineFilter(), None, clock.now(), clock.now())
+        await store.add_destination(dest, org="default", actor="test")  # its cursor: 0, before every line
+        await store.append(ident, [line(i) for i in range(14)], [], 0)
+        # A batch of lines 1-10 was sent; 9 were delivered and line 8 waits its retry (an Elasticsearch
+        # item's 429, a failed request of several): the batch narrowed, the cursor stays before it.
+        narrowed = D.DeliveryState(cursor=0, inflight_id="dlv_x", inflight_lines=(8,), inflight_upto=10, attempts=1)
+        await store.save_delivery_state("d", narrowed, 9, 0)
+        labels = {"destination_id": "d", "type": "fake", "reason": "retention"}
+        before = metrics.REGISTRY.get_sample_value("forwarder_destination_lines_dropped_total", labels) or 0.0
+        clock.advance(2 * 86_400)
+        assert await store.retention_once() == 14
+        found = await store.destination("d")
+        assert found is not None
+        # Lines 11-14 only: 1-10 are delivered, or in flight (counted by the loop when it finds them gone).
+        assert (found[1].sent_lines, found[1].dropped_lines) == (9, 4)
+        after = metrics.REGISTRY.get_sample_value("forwarder_destination_lines_dropped_total", labels) or 0.0
+        assert after - before == 4
     finally:
         await store.aclose()
 

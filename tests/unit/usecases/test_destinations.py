@@ -26,14 +26,18 @@ HOOK_CONFIG = {"url": "https://hook.example.com/in"}
 
 @dataclass
 class RecordingDelivery:
-    """The delivery layer's port: seals for real, records which loops (re)start or stop."""
+    """The delivery layer's port: seals for real, records which loops (re)start or stop, and which
+    restarts end the backoff."""
 
     box: SecretBox = field(default_factory=lambda: SecretBox(os.urandom(32)))
     applied: list[str] = field(default_factory=list)
+    retried_now: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
 
-    async def apply(self, dest_id: str) -> None:
+    async def apply(self, dest_id: str, *, retry_now: bool = False) -> None:
         self.applied.append(dest_id)
+        if retry_now:
+            self.retried_now.append(dest_id)
 
     async def remove(self, dest: Destination) -> None:
         self.removed.append(dest.id)
@@ -160,6 +164,36 @@ async def test_a_secret_given_through_the_api_is_a_change_even_if_it_is_the_same
     dest = await created(world, config=HOOK_CONFIG, secret="whsec_given")
     await cases.change(world.ports, dest, cases.Changes(secret="whsec_given"), API, {"main"})
     assert await world.changes() == [{"fields": ["secret"]}]
+
+
+@pytest.mark.parametrize(
+    ("changes", "retry_now"),
+    [
+        (cases.Changes(secret="whsec_fixed"), True),
+        (cases.Changes(config={"url": "https://fixed.example.com/in"}), True),
+        (cases.Changes(enabled=False), True),
+        (cases.Changes(name="renamed"), False),
+        (cases.Changes(filter=cases.FilterSpec(["errors"])), False),
+        (cases.Changes(name="renamed", secret="whsec_fixed"), True),
+    ],
+)
+async def test_a_changed_config_secret_or_enabled_ends_the_backoff(
+    world: World, changes: cases.Changes, retry_now: bool
+) -> None:
+    # The operator fixing a destination must not wait out the backoff its failures built up.
+    dest = await created(world, config=HOOK_CONFIG)
+    world.delivery.applied.clear()
+    await cases.change(world.ports, dest, changes, API, {"main"})
+    assert world.delivery.applied == [dest.id]
+    assert world.delivery.retried_now == ([dest.id] if retry_now else [])
+
+
+async def test_a_reload_that_changes_the_secret_ends_the_backoff(world: World) -> None:
+    await cases.sync_declared(world.ports, [world.declared()])
+    await cases.sync_declared(world.ports, [world.declared(name="renamed")])
+    assert world.delivery.retried_now == []
+    await cases.sync_declared(world.ports, [world.declared(secret="s3cret-two")])
+    assert world.delivery.retried_now == ["hook"]
 
 
 async def test_the_api_cannot_send_syslog_in_clear_text(world: World) -> None:
