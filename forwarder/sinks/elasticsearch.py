@@ -263,10 +263,27 @@ def bulk_bodies(
 # document_parsing_exception, mapper_parsing_exception, illegal_argument_exception: a document the
 # mapping cannot take) would fail again on every attempt: those lines are dropped, counted and shown.
 RETRY_ITEM_STATUSES: Final = frozenset({401, 403, 404, 408, 429})
+# Some setup problems come back per item as a 400 all the same: a closed index (an operator or ILM
+# closed it: IndexClosedException is BAD_REQUEST), a `pipeline` setting naming no ingest pipeline,
+# an alias without a write index. Fixing the cluster or the setting makes the same documents
+# welcome: retried, like the statuses above.
+SETUP_ERROR_TYPES: Final = frozenset({"index_closed_exception"})
+SETUP_ERROR_REASONS: Final = (
+    re.compile(r"pipeline with id \[.*\] does not exist"),
+    re.compile(r"no write index is defined for alias"),
+)
 
 
-def item_retried(status: int) -> bool:
-    return status in RETRY_ITEM_STATUSES or status >= 500
+def item_retried(status: int, error: object = None) -> bool:
+    """An item failure that is the destination's setup or load, not the document (see above)."""
+    if status in RETRY_ITEM_STATUSES or status >= 500:
+        return True
+    if not isinstance(error, Mapping):
+        return False
+    if error.get("type") in SETUP_ERROR_TYPES:
+        return True
+    reason = error.get("reason")
+    return isinstance(reason, str) and any(p.search(reason) for p in SETUP_ERROR_REASONS)
 
 
 def error_text(error: Any) -> str:
@@ -307,7 +324,7 @@ def judge_bulk(line_ids: Sequence[int], doc_ids: Sequence[str], body: bytes) -> 
         if 200 <= status < 300 or status == 409:
             continue
         described = f"{status} {error_text(result.get('error'))}".strip()
-        if item_retried(status):
+        if item_retried(status, result.get("error")):
             retry.append(line_id)
             first_retry = first_retry or described
         else:

@@ -25,6 +25,7 @@ from forwarder.sinks.elasticsearch import (
     document,
     document_id,
     index_problem,
+    item_retried,
 )
 from forwarder.store.lines import Identity
 from tests import sinkhelpers
@@ -483,3 +484,21 @@ def test_a_text_that_escaping_makes_longer_is_cut_only_as_far_as_needed(char: st
     [(_, doc)] = split_body(request.body)
     assert doc["message"].endswith("...") and set(doc["message"][:-3]) == {char}
     assert limit * 3 // 4 < len(request.body) <= limit
+
+
+@pytest.mark.parametrize(
+    ("error", "retried"),
+    [
+        # the cluster's setup, answered per item with a 400: fixing it makes the documents welcome
+        ({"type": "index_closed_exception", "reason": "closed", "index": "logs"}, True),
+        ({"type": "illegal_argument_exception", "reason": "pipeline with id [logs@custom] does not exist"}, True),
+        ({"type": "illegal_argument_exception", "reason": "no write index is defined for alias [logs]. The ..."}, True),
+        # the document itself: it would fail again
+        ({"type": "illegal_argument_exception", "reason": "Limit of total fields [1000] has been exceeded"}, False),
+        ({"type": "document_parsing_exception", "reason": "failed to parse field [pid]"}, False),
+        ("not an object", False),
+        (None, False),
+    ],
+)
+def test_a_setup_error_answered_with_400_is_retried(error: object, retried: bool) -> None:
+    assert item_retried(400, error) is retried
