@@ -60,6 +60,10 @@ _PG_FINGERPRINT: Final[Callable[[str], str]] = pgparse.fingerprint
 # ValueError: a lone surrogate (JSON can carry one) cannot be encoded to UTF-8 for the C side.
 _PG_ERRORS: Final[tuple[type[Exception], ...]] = (pgparse.PGQueryError, ValueError)
 
+# A plain string is read as if a backslash escaped the next character, as it does on a server
+# with standard_conforming_strings off: there 'a\', secret, ' is one string, which read the
+# standard way would leave `secret` bare. On a standard server this only differs for a string
+# ending in a backslash ('C:\'), which then runs on to the next quote: more removed, never less.
 # Block comments nest in PostgreSQL (scan.l: xcdepth): a comment that opens another before it
 # closes is taken to the end of the statement (`\*.*`), as re cannot count the depth; what follows
 # it is lost to the normalized statement, never kept as a value (`/* a /* b */ secret */`).
@@ -73,8 +77,8 @@ _LEX: Final = re.compile(
       (?<=-)(?P<c1>-[^\n]*)                                            # -- comment: removed
     | (?<=/)(?P<c2>\*(?:[^*/]|\*(?!/)|/(?!\*))*(?:\*/|\Z)|\*.*)          # /* comment */: removed
     | (?<=")(?P<q>(?:[^"]|"")*"?)                                     # "quoted identifier": kept
-    | (?<=')(?P<s1>(?:[^']|'')*(?:'|\Z))                              # 'string'
-    | (?<=[eE])(?<![\w$][eE])(?P<s2>'(?:[^'\\]|\\.|'')*(?:'|\Z))      # E'string'
+    | (?<=')(?P<s1>(?:[^'\\]|\\.|'')*\\?(?:'|\Z))                     # 'string' (see below)
+    | (?<=[eE])(?<![\w$][eE])(?P<s2>'(?:[^'\\]|\\.|'')*\\?(?:'|\Z))      # E'string'
     | (?<=[bBxXnN])(?<![\w$].)(?P<s3>'[^']*(?:'|\Z))                  # B'', X'', N''
     | (?<=[uU])(?<![\w$].)(?P<s4>&'(?:[^']|'')*(?:'|\Z))              # U&'string'
     | (?<=\$)(?<![\w$]\$)(?P<s5>(?P<tag>(?:[A-Za-z_\x80-\U0010ffff][\w\x80-\U0010ffff]*)?)\$
@@ -95,7 +99,7 @@ _LEX_FAST: Final = re.compile(
       (?<=-)(?P<c1>-[^\n]*)
     | (?<=/)(?P<c2>\*(?:[^*/]|\*(?!/)|/(?!\*))*(?:\*/|\Z)|\*.*)
     | (?<=")(?P<q>(?:[^"]|"")*"?)
-    | (?<=')(?P<s1>(?:[^']|'')*(?:'|\Z))
+    | (?<=')(?P<s1>(?:[^'\\]|\\.|'')*\\?(?:'|\Z))
     | (?<=\$)(?<![\w$]\$)(?P<s5>(?P<tag>(?:[A-Za-z_\x80-\U0010ffff][\w\x80-\U0010ffff]*)?)\$
           .*?(?:\$(?P=tag)\$|\Z))
     | (?<=[0-9])(?<![\w$.][0-9])(?P<n1>(?<=0)(?:[xX][0-9A-Fa-f_]+|[oO][0-7_]+|[bB][01_]+)
@@ -343,8 +347,10 @@ def normalize_refused(sql: str, position: int) -> tuple[str, bool, str]:
 
 def _normalize_statement(sql: str, with_fingerprint: bool) -> tuple[str, bool, str]:
     parsed: str | None
-    if len(sql) > _MAX_PARSE or "\x00" in sql or ("/*" in sql and sql.count("/*") > _MAX_COMMENTS):
-        parsed = None  # see _MAX_PARSE; a NUL: C would read only up to it
+    if len(sql) > _MAX_PARSE or "\x00" in sql or ("/*" in sql and sql.count("/*") > _MAX_COMMENTS) or "\\'" in sql:
+        # see _MAX_PARSE; a NUL: C would read only up to it; a backslash before a quote: libpg_query
+        # reads strings the standard way, the scrubber as standard_conforming_strings off (above)
+        parsed = None
     else:
         try:
             parsed = _PG_NORMALIZE(sql)

@@ -1048,7 +1048,8 @@ def redact_message(message: str) -> tuple[str, bool]:
 # escapes, a U&'' or plain string, a dollar quote, and strings that follow it ('a'<newline>'b' is
 # one literal; on one line it is a syntax error, echoed in the error's STATEMENT all the same).
 _SQL_GAP: Final = r"(?:\s|/\*.*?\*/|--[^\n]*(?:\n|\Z))+"
-_SQL_STRING: Final = r"(?:[eE]'(?:[^'\\]|\\.|'')*|(?:[uU]&)?'(?:[^']|'')*)(?:'|\Z)"
+# (a backslash escapes a quote in any string: standard_conforming_strings may be off, see normalize.py)
+_SQL_STRING: Final = r"(?:[eE]?'(?:[^'\\]|\\.|'')*\\?|[uU]&'(?:[^']|'')*)(?:'|\Z)"
 _PASSWORD: Final = re.compile(
     rf"""
       ((?:\bpassword|"password")(?:{_SQL_GAP})?)                                   # PASSWORD '..'

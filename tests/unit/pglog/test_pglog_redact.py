@@ -68,6 +68,9 @@ LEFTOVER_CASES = [
     ("ALTER ROLE a SET x TO DEFAULT", "ALTER ROLE a SET x TO DEFAULT"),
     ("ALTER ROLE a SET x = 1, 'b'", "ALTER ROLE a SET x = $1, $2"),
     ("ALTER TABLE t ALTER COLUMN c SET NOT NULL", "ALTER TABLE t ALTER COLUMN c SET NOT NULL"),
+    # standard_conforming_strings off: a backslash escapes the quote, and this is one string
+    ("SELECT 'a\\', jane.doe@example.com, ' AS c;", "SELECT $1 AS c;"),
+    ("SELECT 'C:\\path', x FROM t WHERE a = 'b'", "SELECT $1, x FROM t WHERE a = $2"),
 ]
 
 
@@ -336,6 +339,9 @@ def test_token_is_documented_value() -> None:
         ),
         ("ALTER ROLE bob PASSWORD NULL", "ALTER ROLE bob PASSWORD NULL"),
         ("ALTER ROLE bob password'S3CR';", "ALTER ROLE bob password'...';"),  # no space: scan.l allows it
+        # standard_conforming_strings off: the backslash escapes the quote
+        ("ALTER ROLE bob PASSWORD 'abc\\' S3CR xyz'", "ALTER ROLE bob PASSWORD '...'"),
+        ("ALTER ROLE bob PASSWORD 'S3CR\\", "ALTER ROLE bob PASSWORD '...'"),  # cut after a backslash
         # block comments nest: one opening another before it closes, or never closing
         ("ALTER ROLE bob PASSWORD /* a /* b */ c */ 'S3CR'", "ALTER ROLE bob PASSWORD /* a /* b */ c */ '...'"),
         ("ALTER ROLE bob PASSWORD /* a /* b */ 'S3CR'", "ALTER ROLE bob PASSWORD /* a /* b */ '...'"),
