@@ -103,10 +103,17 @@ class PrefixPattern:
     # when that split does not lead to a match (a user name holding an "@"), it fails, and the
     # reader tries `regex`: both give the same groups for every line. None when nothing changes.
     fast_regex: re.Pattern[str] | None = None
+    # A name (%u %d %a) may hold a newline (CREATE DATABASE "a<newline>b"), which PostgreSQL
+    # writes raw: its line is then cut in two. `head_regex` matches what comes before the first
+    # name, so the reader can hold such a line; `multiline_regex` is `regex` whose names may hold
+    # newlines, for the pieces joined back. None when the prefix has no name.
+    head_regex: re.Pattern[str] | None = None
+    multiline_regex: re.Pattern[str] | None = None
 
 
 _ESCAPE: Final = re.compile(r"%(-?\d*)(.?)", re.DOTALL)  # elog.c: '%', optional padding, one character
 _NON_VALUE_ESCAPES: Final = frozenset("q%")
+_NAMES: Final = frozenset("uda")  # user, database, application: any text, a newline too
 
 
 def unknown_escapes(prefix: str) -> list[str]:
@@ -129,6 +136,7 @@ def compile_prefix(prefix: str) -> PrefixPattern:
     parts: list[str] = []
     raw_literals: dict[int, str] = {}  # index in parts -> the literal text it matches
     lazy: dict[int, tuple[int, bool]] = {}  # index in parts -> (bound, capturing) of a free-text value
+    head_end = -1  # index in parts of the first name
     fields: dict[str, int] = {}
     ngroups = 0
     optional_from = -1
@@ -185,6 +193,8 @@ def compile_prefix(prefix: str) -> PrefixPattern:
             group = f"({value})"
         else:
             group = f"(?:{value})"
+        if esc in _NAMES and head_end < 0:
+            head_end = len(parts)
         free = _LAZY.fullmatch(value)
         if free is not None and padding == 0:
             lazy[len(parts)] = (int(free.group(1)), group.startswith("(") and not group.startswith("(?:"))
@@ -194,15 +204,20 @@ def compile_prefix(prefix: str) -> PrefixPattern:
             group = f"{group} *"
         parts.append(group)
     flush_literal()
+    # (before %q's group is made optional: a line with a name has everything up to it)
+    head = "".join(parts[:head_end]) if head_end > 0 else None
     fast_parts = list(parts)
     for k, (bound, capturing) in lazy.items():
         follow = raw_literals.get(k + 1, "")
         if follow and follow[0] != "\n":
             free_text = f"[^{re.escape(follow[0])}\n]{{0,{bound}}}"
-            # Russian writes "[н/д]" for [unknown]: whole, before a "/" that follows it is the split
-            whole = [re.escape(word) for word in sorted(UNKNOWN) if follow[0] in word]
+            # Russian writes "[н/д]" for [unknown]: before a "/" that follows it, this split is
+            # wrong. The fast regex fails on it (a lookahead, cheap where a name does not start
+            # with "["), and the regex takes the word whole before any other split.
+            whole = "|".join(re.escape(word) for word in sorted(UNKNOWN) if follow[0] in word)
             if whole:
-                free_text = f"{'|'.join(whole)}|{free_text}"
+                free_text = f"(?!{whole}){free_text}"
+                parts[k] = parts[k].replace(f".{{0,{bound}}}?", f"(?:{whole}|.{{0,{bound}}}?)", 1)
             fast_parts[k] = f"({free_text})" if capturing else f"(?:{free_text})"
     if optional_from >= 0:
         parts[optional_from:] = [f"(?:{''.join(parts[optional_from:])})?"]
@@ -211,6 +226,7 @@ def compile_prefix(prefix: str) -> PrefixPattern:
     regex = re.compile(body)
     fast_body = "".join(fast_parts) + _SEVERITY
     fast_regex = re.compile(fast_body) if fast_body != body else None
+    head_regex = re.compile(head) if head else None
     time_kind = chr(fields["time:kind"]) if "time" in fields else ""
     client_kind = chr(fields["client:kind"]) if "client" in fields else ""
     return PrefixPattern(
@@ -228,6 +244,8 @@ def compile_prefix(prefix: str) -> PrefixPattern:
         pid_group=fields.get("pid", -1),
         sqlstate_group=fields.get("sqlstate", -1),
         fast_regex=fast_regex,
+        head_regex=head_regex,
+        multiline_regex=re.compile(body, re.DOTALL) if head_regex is not None else None,
     )
 
 

@@ -146,6 +146,7 @@ class LineReader(ABC):
         self._out = out
         if self._partial_len:
             self._take_partial(0)
+        self._end_of_lines()
         self._emit_pending()
         return out
 
@@ -157,6 +158,10 @@ class LineReader(ABC):
 
         `cut` says the line was longer than MAX_ENTRY_BYTES and `raw` holds only its beginning.
         """
+
+    def _end_of_lines(self) -> None:
+        """No line follows (`flush`): a format that holds lines back reads them now."""
+        return
 
     def _dropped(self, data: bytes) -> None:
         """Bytes of an over-long line past MAX_ENTRY_BYTES, not kept; seen before `_line` gets the line."""

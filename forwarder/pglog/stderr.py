@@ -25,9 +25,10 @@ from __future__ import annotations
 import time
 from typing import Final
 
+from forwarder.model import LogLine
 from forwarder.pglog.entry import Entry
 from forwarder.pglog.prefix import compile_prefix
-from forwarder.pglog.reader import MAX_ENTRY_BYTES, LineReader
+from forwarder.pglog.reader import IDLE_FLUSH_SECONDS, MAX_ENTRY_BYTES, LineReader
 from forwarder.pglog.times import TimeParser, parse_epoch
 from forwarder.pglog.translated import ENGLISH_LABEL_END, LABELS, SEVERITY_OF, UNKNOWN
 
@@ -40,6 +41,11 @@ _FIELDS: Final[dict[str, str]] = {
     "STATEMENT": "statement",
     "BACKTRACE": "_drop",  # PG13+ backtrace_functions: addresses in the server's binary
 }
+# A name is at most 63 bytes (NAMEDATALEN - 1): the pieces of one prefixed line a name's newlines
+# cut are few and short. Held lines beyond these were not cut by a name.
+MAX_NAME_LINES: Final = 8
+MAX_NAME_BYTES: Final = 4096
+
 # secondary line's label word (English or translated) -> (the Entry field it fills, "_drop": read
 # and kept out of the line; what PostgreSQL writes after the word)
 _SECONDARY: Final[dict[str, tuple[str, str]]] = {
@@ -82,10 +88,19 @@ class StderrReader(LineReader):
         self._application_i = p.application_group
         self._client_i = p.client_group
         self._client_kind = p.client_kind
+        # Lines held because they may be the first pieces of a prefixed line cut by a newline in
+        # a name (prefix.py, head_regex); (raw, start) each. While held, committed_offset stays
+        # at the first one (LineReader._record_start).
+        self._head_match = p.head_regex.match if p.head_regex is not None else None
+        self._multiline_match = p.multiline_regex.match if p.multiline_regex is not None else None
+        self._held: list[tuple[bytes, int]] = []
+        self._releasing = False
 
     def _line(self, raw: bytes, start: int, cut: bool) -> None:
         # One method for the whole of a prefixed line (no helper calls on the path most lines
         # take): it runs for every physical line.
+        if self._held and self._joined(raw, start, cut):
+            return
         text = raw.decode("utf-8", "replace")
         nbytes = len(raw) + 1
         if text[-1:] == "\r":
@@ -93,7 +108,11 @@ class StderrReader(LineReader):
         tab = text[:1] == "\t"
         if tab:
             text = text[1:]
-        elif (m := self._fast_match(text) or self._match(text)) is not None:
+        elif (
+            m := self._fast_match(text)
+            or self._match(text)
+            or (self._multiline_match(text) if "\n" in text and self._multiline_match is not None else None)
+        ) is not None:
             self.lines_matched += 1
             g = m.groups()
             sev_i = self._sev_i
@@ -135,6 +154,12 @@ class StderrReader(LineReader):
                 entry.truncated = True
             self._begin(entry, start)
             return
+        if not tab and not cut and self._head_match is not None and not self._releasing and self._head_match(text):
+            # It starts like a prefixed line but is not one: a name holding a newline may have cut
+            # it (the next line tells, _joined), or it is a line in another format.
+            self._held.append((raw, start))
+            self._record_start = start
+            return
         pending = self._pending
         # An orphan absorbs only TAB-led lines: otherwise a log read with the wrong prefix would
         # become one giant entry cut at 1 MiB, and every malformed line must be kept as a line.
@@ -151,6 +176,57 @@ class StderrReader(LineReader):
         orphan.orphan = True
         orphan.truncated = cut
         self._begin(orphan, start)
+
+    def _joined(self, raw: bytes, start: int, cut: bool) -> bool:
+        """The line after held ones: True when it was taken with them, as one prefixed line or as
+        one more piece held; False when the held lines went their own way (`_release_held`) and
+        this one is still to be read."""
+        held = self._held
+        if raw[:1] != b"\t" and not cut:
+            joined = b"\n".join([piece for piece, _ in held] + [raw])
+            text = joined.decode("utf-8", "replace").replace("\r\n", "\n")
+            if self._multiline_match is not None and self._multiline_match(text) is not None:
+                first = held[0][1]
+                held.clear()
+                self._record_start = -1
+                self._line(joined, first, False)  # read whole: "\n" in it takes multiline_match
+                return True
+            if len(held) < MAX_NAME_LINES and len(joined) < MAX_NAME_BYTES:
+                held.append((raw, start))
+                return True
+        self._release_held()
+        return False
+
+    def _release_held(self) -> None:
+        """Read the held lines as the lines they are (no name was cut): continuations or orphans."""
+        held = self._held
+        self._held = []
+        self._record_start = -1
+        self._releasing = True
+        try:
+            for piece, start in held:
+                self._line(piece, start, False)
+        finally:
+            self._releasing = False
+
+    def flush_idle(self, now: float) -> list[LogLine]:
+        out: list[LogLine] = []
+        if self._held and self._last_data is not None and now - self._last_data >= IDLE_FLUSH_SECONDS:
+            self._out = out
+            self._release_held()
+        return out + super().flush_idle(now)
+
+    def flush_written(self) -> list[LogLine]:
+        # PostgreSQL writes a message whole: the rest of a line a name cut would be here already.
+        out: list[LogLine] = []
+        if self._held:
+            self._out = out
+            self._release_held()
+        return out + super().flush_written()
+
+    def _end_of_lines(self) -> None:
+        if self._held:
+            self._release_held()
 
     def _entry(self, g: tuple[str | None, ...], severity: str, message: str, nbytes: int) -> Entry:
         time_us: int | None = None

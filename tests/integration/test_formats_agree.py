@@ -119,3 +119,27 @@ def test_stderr_csvlog_and_jsonlog_give_the_same_lines(pg_cluster_factory: PgClu
     for fmt, ext in FORMATS:
         for line in parsed_logs(cluster, fmt, ext, prefix=PREFIX, full_text=False):
             assert SECRET not in repr(line), (fmt, line)
+
+
+def test_a_database_name_holding_a_newline_keeps_its_sessions_lines(pg_cluster_factory: PgClusterFactory) -> None:
+    """PostgreSQL writes %d raw: a database named with a newline cuts the prefix of every line of
+    its sessions in two (a user with CREATEDB can choose such a name). stderr must still give
+    what csvlog and jsonlog give: each entry apart, with its database, its values removed."""
+    cluster = pg_cluster_factory({"log_line_prefix": PREFIX})
+    name = "nl\ndb"
+    cluster.query(f'CREATE DATABASE "{name}"')
+    cluster.psql(f"SELECT '{SECRET}'::int;", db=name, app_name="newline", check=False)
+    cluster.stop()
+
+    for full_text in (False, True):
+        stderr, csvlog, jsonlog = (
+            parsed_logs(cluster, fmt, ext, prefix=PREFIX, full_text=full_text) for fmt, ext in FORMATS
+        )
+        assert not [line for line in stderr if line.unparsed]
+        assert len(stderr) == len(csvlog) == len(jsonlog)
+        for s, c, j in zip(stderr, csvlog, jsonlog, strict=True):
+            assert _differences(s, c) == {}, (s, c)
+            assert _differences(s, j) == {}, (s, j)
+        error = next(line for line in stderr if line.sqlstate == "22P02")
+        assert (error.database, error.application) == (name, "newline")
+        assert (SECRET in repr(error)) is full_text

@@ -213,6 +213,47 @@ def test_byte_by_byte_feeding_gives_the_same_entries_and_offsets_never_go_back()
     assert r.committed_offset == len(text)
 
 
+def test_a_name_holding_newlines_keeps_its_lines_apart() -> None:
+    """CREATE DATABASE "nl<newline>db": PostgreSQL writes the name raw, so the prefix of every line
+    of that session is cut in two. The pieces are joined back, and the session's entries are
+    neither merged into the one before nor lost (csvlog and jsonlog read the same)."""
+    text = (
+        line(1, "LOG", "before")
+        + f"{T0} [2] app@nl\ndb/psql ERROR:  boom\n".encode()
+        + f"{T0} [2] app@nl\ndb/psql STATEMENT:  SELECT 1\n".encode()
+        + f"{T0} [3] a\nb@shop/x\ny\nz LOG:  three pieces\n".encode()
+        + line(4, "LOG", "after")
+    )
+    got = parse_text(text)
+    assert [(e.pid, e.user, e.database, e.application, e.message, e.statement) for e in got] == [
+        (1, "app", "shop", "psql", "before", None),
+        (2, "app", "nl\ndb", "psql", "boom", "SELECT 1"),
+        (3, "a\nb", "shop", "x\ny\nz", "three pieces", None),
+        (4, "app", "shop", "psql", "after", None),
+    ]
+    assert not any(e.unparsed for e in got)
+
+
+def test_a_held_piece_keeps_the_committed_offset_and_goes_its_way_when_nothing_joins_it() -> None:
+    r = new_reader()
+    first = line(1, "ERROR", "boom")
+    head = f"{T0} [9] app@nl\n".encode()
+    assert r.feed(first + head, now=0.0) == []
+    # the ERROR is complete, but the held piece may be the start of the next entry: not past it
+    assert r.committed_offset == 0
+    out = r.feed(b"db/psql LOG:  joined\n", now=0.1)
+    assert [(e.message, e.database) for e in out] == [("boom", "shop")]
+    assert r.committed_offset == len(first)
+    assert [(e.message, e.database) for e in r.flush_written()] == [("joined", "nl\ndb")]
+    # a piece that starts like a prefix but is another format's line: read as before, at the
+    # end of the data (PostgreSQL writes a message whole) it continues the entry above
+    r = new_reader()
+    other = f"{T0} [9] not a prefixed line\n".encode()
+    out = r.feed(first + other, now=0.0) + r.flush_written()
+    assert [(e.message, e.pid) for e in out] == [(f"boom\n{other.decode().rstrip()}", 1)]
+    assert r.committed_offset == len(first + other)
+
+
 def test_crlf_line_ends() -> None:
     text = line(1, "LOG", "hello").replace(b"\n", b"\r\n")
     (entry,) = parse_text(text)
@@ -270,7 +311,18 @@ def test_full_text_is_settable_on_the_reader() -> None:
     st.lists(
         st.one_of(
             st.binary(max_size=80),
-            st.sampled_from([line(1, "ERROR", "x"), line(1, "DETAIL", "y"), b"\t", b"\n", b"\r\n", b"\xff"]),
+            st.sampled_from(
+                # (the prefix up to a name: a line a newline in a name cut, held by the reader)
+                [
+                    line(1, "ERROR", "x"),
+                    line(1, "DETAIL", "y"),
+                    f"{T0} [1] a@s".encode(),
+                    b"\t",
+                    b"\n",
+                    b"\r\n",
+                    b"\xff",
+                ]
+            ),
         ),
         max_size=20,
     )
