@@ -16,12 +16,15 @@ from prometheus_client import (
     Histogram,
     PlatformCollector,
     ProcessCollector,
+    disable_created_metrics,
 )
 
 from forwarder.insights.model import AlertState
+from forwarder.model import KINDS
 
 
-def _version() -> str:
+def version() -> str:
+    """The installed package's version ("unknown" in a source tree that was not installed)."""
     try:
         return importlib.metadata.version("pg-log-forwarder")
     except importlib.metadata.PackageNotFoundError:  # running from a source tree that was not installed
@@ -30,13 +33,19 @@ def _version() -> str:
 
 REGISTRY: Final = CollectorRegistry(auto_describe=True)
 
+# No `*_created` series: by default prometheus_client adds one per counter and histogram series
+# (the time it was first labelled), doubling the series for nothing the dashboard or the alerts
+# use; docs/operations.md lists the families served, without them. The switch is read at every
+# scrape and is process-wide (the daemon's registry is the only one it serves).
+disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped in prometheus_client
+
 # process_* (CPU, resident memory, open descriptors, start time) and python_info, as every
 # Prometheus client exposes them; the defaults register with the global registry, not ours.
 ProcessCollector(registry=REGISTRY)
 PlatformCollector(registry=REGISTRY)
 
 BUILD_INFO: Final = Gauge("forwarder_build_info", "Always 1; the running version.", ("version",), registry=REGISTRY)
-BUILD_INFO.labels(_version()).set(1)
+BUILD_INFO.labels(version()).set(1)
 
 # --- ingest: reading PostgreSQL's logs -------------------------------------------------------
 
@@ -59,6 +68,7 @@ INGEST_TRUNCATED: Final = Counter(
     ("database_id",),
     registry=REGISTRY,
 )
+TIME_FALLBACK_REASONS: Final = ("zone_mismatch", "read_time")  # the reason label of INGEST_TIME_FALLBACKS
 INGEST_TIME_FALLBACKS: Final = Counter(
     "forwarder_ingest_time_fallbacks",
     "Log times not read as configured: zone_mismatch (the time's zone abbreviation is not one"
@@ -167,6 +177,26 @@ ASK_REFUSALS: Final = Counter(
 
 _DEST = ("destination_id", "type")
 
+# The reason labels of LINES_DROPPED and FAILURES, in one place: a destination's loop sets each
+# series to 0 when it starts (init_destination_series), and docs/operations.md lists the same
+# values (tests/unit/test_metrics_series.py checks that it does).
+DROP_REASONS: Final = ("rejected", "retention")
+# Failure reasons any destination may see (forwarder/sinks/_http.py, syslog/sink.py; "error": a
+# failure none of the others names, "bad_response": an answer the sink could not judge), and the
+# ones only some types report.
+FAILURE_REASONS: Final = (
+    "http_4xx",
+    "http_5xx",
+    "timeout",
+    "connect",
+    "tls",
+    "redirect",
+    "refused_address",
+    "bad_response",
+    "error",
+)
+FAILURE_REASONS_OF_TYPE: Final = {"elasticsearch": ("item_retry", "item_rejected"), "syslog": ("config",)}
+
 LINES_SENT: Final = Counter(
     "forwarder_destination_lines_sent", "Lines a destination accepted.", _DEST, registry=REGISTRY
 )
@@ -178,7 +208,8 @@ BYTES_SENT: Final = Counter(
 )
 FAILURES: Final = Counter(
     "forwarder_destination_failures",
-    "Failed delivery attempts, by reason (status code class, timeout, connection, redirect, refused address).",
+    "Failed delivery attempts, by reason (status code class, timeout, connection, redirect, refused address,"
+    " ...: docs/operations.md).",
     (*_DEST, "reason"),
     registry=REGISTRY,
 )
@@ -234,6 +265,41 @@ def forget_alert_rule(rule: str) -> None:
     for state in get_args(AlertState):
         with contextlib.suppress(KeyError):
             ALERTS.remove(rule, state)
+
+
+def failure_reasons(dest_type: str) -> tuple[str, ...]:
+    """The reason labels of forwarder_destination_failures_total a destination of `dest_type` may report."""
+    return FAILURE_REASONS + FAILURE_REASONS_OF_TYPE.get(dest_type, ())
+
+
+def init_destination_series(dest_id: str, dest_type: str) -> None:
+    """Expose a destination's counters at 0 from the start of its loop.
+
+    A series that first appears at its first increment (120 lines dropped, say) has no earlier
+    sample, so increase() and rate() see no change: the shipped ForwarderDestinationDroppingLines
+    alert (deploy/prometheus/alerts.yml) would miss a one-off drop. Prometheus' advice is to
+    initialize the label sets known in advance (https://prometheus.io/docs/practices/instrumentation/#avoid-missing-metrics).
+    forget_destination removes them all again.
+    """
+    LINES_SENT.labels(dest_id, dest_type)
+    BYTES_SENT.labels(dest_id, dest_type)
+    for reason in DROP_REASONS:
+        LINES_DROPPED.labels(dest_id, dest_type, reason)
+    for reason in failure_reasons(dest_type):
+        FAILURES.labels(dest_id, dest_type, reason)
+
+
+def init_database_series(database_id: str) -> None:
+    """Expose a database's ingest counters at 0 from the start of its reader, for the same reason as
+    init_destination_series (the alerts' rate() and increase() need a sample before the first
+    failure). Called where a database's reader starts; forget_database removes them again."""
+    INGEST_BYTES.labels(database_id)
+    INGEST_PARSE_FAILURES.labels(database_id)
+    INGEST_TRUNCATED.labels(database_id)
+    for kind in KINDS:
+        INGEST_LINES.labels(database_id, kind)
+    for reason in TIME_FALLBACK_REASONS:
+        INGEST_TIME_FALLBACKS.labels(database_id, reason)
 
 
 def forget_destination(dest_id: str, dest_type: str) -> None:

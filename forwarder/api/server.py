@@ -15,13 +15,21 @@ from typing import Any, Final
 
 from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
-from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.http_exceptions import (
+    BadHttpMethod,
+    BadStatusLine,
+    HttpProcessingError,
+    InvalidHeader,
+    InvalidURLError,
+    LineTooLong,
+    PayloadEncodingError,
+)
 from aiohttp.http_parser import RawRequestMessage
 from aiohttp.streams import StreamReader
 from aiohttp.typedefs import Handler
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import choose_encoder
 
 from forwarder import metrics
 from forwarder.api import alerts, audit, destinations, fixes, insights, logs
@@ -120,8 +128,11 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def metrics_endpoint(request: web.Request) -> web.Response:
-    """Prometheus text format; labels carry destination ids and types, never secrets."""
-    return web.Response(body=generate_latest(metrics.REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
+    """The metrics in the format the scraper asks for in `Accept`: OpenMetrics when it names
+    application/openmetrics-text (Prometheus does by default), else the Prometheus text format
+    (docs/operations.md). Labels carry destination ids and types, never secrets."""
+    encode, content_type = choose_encoder(request.headers.get("Accept", ""))
+    return web.Response(body=encode(metrics.REGISTRY), headers={"Content-Type": content_type})
 
 
 async def openapi(request: web.Request) -> web.Response:
@@ -197,9 +208,70 @@ class RateLimitedLog:
         self._next, self._unlogged = now + self._interval, 0
 
 
+# What a malformed request is, by the type of aiohttp's exception (most specific first). Only
+# these fixed words are logged: the exceptions' messages quote the request's bytes (a header past
+# the size limit with its value, the request line with its query), which may be an API key, a
+# session cookie or `?api_key=`; keys never reach the log (docs/operations.md, "Logs").
+_MALFORMED: Final[tuple[tuple[type[HttpProcessingError], str], ...]] = (
+    (LineTooLong, "request line or header too long"),
+    (InvalidHeader, "invalid header"),
+    (BadHttpMethod, "bad method"),
+    (BadStatusLine, "bad request line"),
+    (InvalidURLError, "invalid URL"),
+    (PayloadEncodingError, "bad body encoding"),
+)
+# The C parser (llhttp) reports other faults as a plain BadHttpMessage whose message starts with
+# llhttp's own description of the fault, then the bytes around it; only the description is matched.
+_MALFORMED_LLHTTP: Final = (
+    ("Invalid header", "invalid header"),  # "... value char", "... field char", "... token"
+    ("Invalid method", "bad method"),
+    ("Invalid URL", "invalid URL"),
+    ("Invalid HTTP version", "bad request line"),
+    ("Invalid char in url", "invalid URL"),
+    ("Missing expected CR", "bad line ending"),
+    ("Missing expected LF", "bad line ending"),
+    ("Too many headers", "too many headers"),
+    ("Duplicate", "duplicate header"),
+    ("Missing 'Host'", "missing Host header"),
+)
+
+
+def malformed_reason(exc: HttpProcessingError) -> str:
+    """A fixed word for what was wrong with a request aiohttp refused, never built from its bytes."""
+    if exc.message == "Received HTTPS traffic on an HTTP port":  # aiohttp's fixed text for a TLS hello
+        return "HTTPS on the HTTP port"
+    for kind, reason in _MALFORMED:
+        if isinstance(exc, kind):
+            return reason
+    for start, reason in _MALFORMED_LLHTTP:
+        if exc.message.startswith(start):
+            return reason
+    return "malformed request"
+
+
+class _NoRequestBytes(logging.Filter):
+    """Rewrites aiohttp's own records of a malformed request (a bad method on a connection's first
+    request is logged at debug, with the exception) to the fixed reason: the exception's text
+    quotes the request's bytes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError):
+            record.msg, record.args = "malformed request refused", ()
+            record.exc_info, record.exc_text = None, None
+            record.status, record.reason = exc.code, malformed_reason(exc)
+        return True
+
+
+# aiohttp's connection handler logs here (a child of aiohttp.server: configured the same way).
+AIOHTTP_LOG: Final = logging.getLogger("aiohttp.server.api")
+AIOHTTP_LOG.addFilter(_NoRequestBytes())
+
+
 class _Handler(RequestHandler):
     """aiohttp's connection handler, with a malformed request (a request line past the limit, say)
-    logged as one line at a bounded rate instead of a traceback: any client can send one."""
+    logged as one line at a bounded rate instead of a traceback: any client can send one. The line
+    names what was wrong (malformed_reason), never the request's bytes."""
 
     __slots__ = ("_bad_requests",)
 
@@ -210,7 +282,7 @@ class _Handler(RequestHandler):
     def log_exception(self, *args: Any, **kw: Any) -> None:
         exc = kw.get("exc_info")
         if isinstance(exc, HttpProcessingError):
-            self._bad_requests.warning("malformed request refused", status=exc.code, reason=exc.message[:200])
+            self._bad_requests.warning("malformed request refused", status=exc.code, reason=malformed_reason(exc))
         else:
             super().log_exception(*args, **kw)
 
@@ -256,7 +328,7 @@ class GuardedServer(web.Server):
             return _Refused()
         self._open += 1  # until the handler's connection_lost, which asyncio calls for every made connection
         metrics.HTTP_CONNECTIONS_OPEN.set(self._open)
-        return _Handler(self, self._bad_requests, loop=self._loop, **self._kwargs)
+        return _Handler(self, self._bad_requests, loop=self._loop, **{**self._kwargs, "logger": AIOHTTP_LOG})
 
     def connection_made(self, handler: RequestHandler, transport: asyncio.Transport) -> None:
         super().connection_made(handler, transport)

@@ -131,6 +131,9 @@ class Deliverer:
         self._lag_at = -1e18
         self.stopping = False  # set by a graceful stop: no new batch is started
         self.sending = False  # an attempt is in flight
+        # Its counters exist at 0 from now on, so that the alerts' increase() sees their first
+        # increment (metrics.init_destination_series); forget_destination removes them.
+        metrics.init_destination_series(*self._labels)
         self._failures_gauge = metrics.CONSECUTIVE_FAILURES.labels(*self._labels)
         self._success_gauge = metrics.LAST_SUCCESS.labels(*self._labels)
         self._publish(state)
@@ -168,8 +171,7 @@ class Deliverer:
             # Wait out the backoff first: what the batch still holds is known only afterwards.
             wait = (s.next_attempt_at or 0.0) - self._clock.now()
             if wait > 0:
-                await self._refresh_lag(force=True)
-                await self._clock.sleep(wait)
+                await self._sleep_showing_lag(wait)
             found = await self._store.docs_by_ids(s.inflight_lines)
             gone = len(s.inflight_lines) - len(found)
             if gone:  # retention deleted lines of the batch before they could be delivered
@@ -280,6 +282,17 @@ class Deliverer:
         """The destination's health gauges, from the state just persisted."""
         self._failures_gauge.set(state.attempts)
         self._success_gauge.set(state.last_success_at or 0)
+
+    async def _sleep_showing_lag(self, seconds: float) -> None:
+        """Sleep `seconds` (a backoff: up to 1 h, SPEC 6.1), refreshing the lag gauges every
+        LAG_REFRESH_SECONDS meanwhile, as the loop does while it waits for new lines: lines stored
+        during the backoff must raise forwarder_destination_lag_lines and the oldest line's age
+        (docs/operations.md), as they raise the API's status at once. The deadline is fixed before
+        the first slice, so the retry comes when one sleep of `seconds` would have ended it."""
+        deadline = self._clock.monotonic() + seconds
+        while (left := deadline - self._clock.monotonic()) > 0:
+            await self._refresh_lag(force=True)
+            await self._clock.sleep(min(left, LAG_REFRESH_SECONDS))
 
     async def _refresh_lag(self, *, force: bool = False) -> None:
         now = self._clock.monotonic()

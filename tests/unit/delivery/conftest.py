@@ -51,3 +51,19 @@ async def started() -> AsyncIterator[Started]:
             return receiver
 
         yield start
+
+
+async def until_backoff(env: DaemonEnv, dest_id: str, attempts: int) -> float:
+    """Seconds until the destination's next attempt, once it has failed `attempts` times and waits.
+
+    Not the clock's next wake: the loop waits out a backoff in slices of LAG_REFRESH_SECONDS,
+    refreshing the lag gauges between them (forwarder/delivery/deliverer.py), and retries at the
+    next attempt time it saved (tests/unit/delivery/test_deliverer.py checks that it waits exactly
+    that long). Advancing the clock by the result makes it retry.
+    """
+    await env.until_sleeping(dest_id, attempts)
+    delivery = env.daemon.delivery
+    assert delivery is not None
+    state = delivery.state(dest_id)
+    assert state is not None and state.next_attempt_at is not None, "not waiting out a backoff"
+    return state.next_attempt_at - env.clock.now()

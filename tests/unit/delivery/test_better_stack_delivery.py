@@ -12,6 +12,7 @@ from tests.daemonenv import DaemonEnv
 from tests.linegen import mixed_lines
 from tests.receivers_base import hang, retry_after
 from tests.receivers_better_stack import BetterStackReceiver
+from tests.unit.delivery.conftest import until_backoff
 
 RECEIVER = BetterStackReceiver  # started for each test by the `receiver` fixture (conftest.py)
 
@@ -56,16 +57,16 @@ async def test_scripted_failures_are_retried_with_backoff_then_delivered(
     dest = created["id"]
     await env.append(mixed_lines(5, seed=22))
     await receiver.wait_for(1)
-    assert await env.until_sleeping(dest, 1) == pytest.approx(100)
+    assert await until_backoff(env, dest, 1) == pytest.approx(100)
     env.clock.advance(100)
     await receiver.wait_for(2)
-    assert await env.until_sleeping(dest, 2) == pytest.approx(60)
+    assert await until_backoff(env, dest, 2) == pytest.approx(60)
     assert (await env.shown(dest))["delivery"]["last_error"] == "HTTP 500: scripted"
     env.clock.advance(60)
     await held.wait()
     assert await env.until_sleeping(dest, 2) == pytest.approx(30)
     env.clock.advance(31)
-    assert await env.until_sleeping(dest, 3) == pytest.approx(120)
+    assert await until_backoff(env, dest, 3) == pytest.approx(120)
     assert (await env.shown(dest))["delivery"]["last_error"] == "no answer within 30 s"
     env.clock.advance(120)
     await receiver.wait_for_lines(5)
@@ -82,7 +83,7 @@ async def test_quota_and_token_errors_keep_the_lines(
     created = await create(env, receiver)
     await env.append(mixed_lines(3, seed=23))
     await receiver.wait_for(1)
-    assert await env.until_sleeping(created["id"], 1) == pytest.approx(30)
+    assert await until_backoff(env, created["id"], 1) == pytest.approx(30)
     assert (await env.shown(created["id"]))["delivery"]["last_error"] == text
     env.clock.advance(30)
     await receiver.wait_for_lines(3)

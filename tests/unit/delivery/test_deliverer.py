@@ -20,7 +20,7 @@ import pytest
 from forwarder import metrics
 from forwarder.clock import FakeClock
 from forwarder.config import DatabaseConfig, LogSourceConfig, StoreConfig
-from forwarder.delivery.deliverer import Deliverer
+from forwarder.delivery.deliverer import LAG_REFRESH_SECONDS, Deliverer
 from forwarder.model import Kind, LogLine
 from forwarder.sinks.base import DELIVERED, BatchLimits, Outcome, OutLine, Request, Response
 from forwarder.store import Identity, Store
@@ -169,22 +169,32 @@ async def step(d: Deliverer) -> None:
 
 
 async def step_after(env: Env, d: Deliverer, seconds: float) -> None:
-    """One step that first waits out a backoff: it must sleep exactly `seconds`, and sends only after."""
+    """One step that first waits out a backoff: it must wait exactly `seconds`, and sends only after."""
     sink = d.sink
     assert isinstance(sink, FakeSink)
-    sent = len(sink.sent)
     task = asyncio.create_task(d.step())
     try:
         async with asyncio.timeout(WAIT):
-            assert await env.clock.until_sleeping() == pytest.approx(seconds)
-        env.clock.advance(seconds - 0.5)
-        await asyncio.sleep(0)
-        assert len(sink.sent) == sent, "sent before the backoff ended"
-        env.clock.advance(0.5)
-        async with asyncio.timeout(WAIT):
-            await task
+            await waited_out(env, task, sink, seconds)
     finally:
         await cancelled(task)
+
+
+async def waited_out(env: Env, task: asyncio.Task[None], sink: FakeSink, seconds: float) -> None:
+    """Move time `seconds` while `task` waits out a backoff, then let it end; it must send nothing before.
+
+    The loop waits in slices (it refreshes the lag gauges between them): time moves a slice at a
+    time, each once the loop sleeps."""
+    sent = len(sink.sent)
+    waited = 0.0
+    while waited < seconds and waited != pytest.approx(seconds):
+        slice_ = await env.clock.until_sleeping()
+        assert len(sink.sent) == sent, "sent before the backoff ended"
+        assert not task.done(), f"the step ended after {waited} s of a {seconds} s backoff"
+        assert waited + slice_ <= seconds or waited + slice_ == pytest.approx(seconds), "waited too long"
+        env.clock.advance(slice_)
+        waited += slice_
+    await task
 
 
 def dropped_metric(reason: str) -> float:
@@ -517,3 +527,54 @@ async def test_stopping_while_sending_records_the_outcome_and_starts_no_new_batc
     assert state.cursor == ids[1] and state.sent_lines == 2 and state.inflight_lines is None
     assert len(sink.sent) == 1  # the third line waits for the next start
     assert not d.sending
+
+
+# --- metrics --------------------------------------------------------------------------------------------
+
+
+def dest_metric(name: str, **labels: str) -> float | None:
+    return metrics.REGISTRY.get_sample_value(name, {"destination_id": "d", "type": "fake", **labels})
+
+
+async def test_a_destinations_counters_exist_at_0_from_the_start_of_its_loop(env: Env) -> None:
+    """Before any line is sent, dropped or failed: increase() over the first scrapes must see the
+    first increment (docs/operations.md, "Metrics"); deleting the destination removes them."""
+    metrics.forget_destination("d", "fake")  # whatever an earlier test of this process left
+    assert dest_metric("forwarder_destination_lines_sent_total") is None
+    await env.deliverer(FakeSink())
+    assert dest_metric("forwarder_destination_lines_sent_total") == 0
+    for reason in metrics.DROP_REASONS:
+        assert dest_metric("forwarder_destination_lines_dropped_total", reason=reason) == 0, reason
+    for reason in metrics.failure_reasons("fake"):
+        assert dest_metric("forwarder_destination_failures_total", reason=reason) == 0, reason
+    metrics.forget_destination("d", "fake")
+    for family in metrics.REGISTRY.collect():
+        assert not [s for s in family.samples if s.labels.get("destination_id") == "d"], family.name
+
+
+async def test_the_lag_gauges_follow_new_lines_while_a_backoff_is_waited_out(env: Env) -> None:
+    """A backoff lasts up to 1 h: lines stored meanwhile show in the lag gauges within
+    LAG_REFRESH_SECONDS, and the retry still comes when the backoff ends."""
+    await env.add(3)
+    sink = FakeSink([retry()])
+    d = await env.deliverer(sink)
+    await step(d)  # fails: the batch waits out 30 s
+    task = asyncio.create_task(d.step())
+    try:
+        async with asyncio.timeout(WAIT):
+            await env.clock.until_sleeping()  # the wait began with the lag as it was
+            assert dest_metric("forwarder_destination_lag_lines") == 3
+            assert dest_metric("forwarder_destination_oldest_undelivered_age_seconds") == pytest.approx(0, abs=1e-3)
+            env.clock.advance(LAG_REFRESH_SECONDS)
+            await env.clock.until_sleeping()
+            await env.add(5, start=3)
+            env.clock.advance(LAG_REFRESH_SECONDS)
+            await env.clock.until_sleeping()  # the loop refreshed the gauges, and waits again
+            assert dest_metric("forwarder_destination_lag_lines") == 8
+            age = dest_metric("forwarder_destination_oldest_undelivered_age_seconds")
+            assert age == pytest.approx(2 * LAG_REFRESH_SECONDS, abs=1e-3)
+            assert len(sink.sent) == 1 and not task.done()  # still waiting out the backoff
+            await waited_out(env, task, sink, BACKOFF[0] - 2 * LAG_REFRESH_SECONDS)
+    finally:
+        await cancelled(task)
+    assert len(sink.sent) == 2 and (await env.stored()).attempts == 0

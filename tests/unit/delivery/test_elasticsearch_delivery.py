@@ -14,7 +14,7 @@ from forwarder.sinks.elasticsearch import DEFAULT_MAX_REQUEST_BYTES, FILTER_PATH
 from tests.daemonenv import DaemonEnv
 from tests.linegen import mixed_lines
 from tests.receivers_elasticsearch import DEFAULT_INDEX, ElasticsearchReceiver
-from tests.unit.delivery.conftest import Started
+from tests.unit.delivery.conftest import Started, until_backoff
 
 API_KEY = "VnVhQ2ZHY0JDZGJrUW0tZTVhT3g6dWkybHAyYXhUTm1zeWFrdzl0dk5udw=="
 
@@ -77,7 +77,7 @@ async def test_a_partial_failure_resends_only_the_busy_items_and_drops_the_refus
     await env.append(mixed_lines(10))
     await receiver.wait_for(1)
     assert receiver.calls[0].statuses == [201, 409, 201, 429, 429, 201, 400, 201, 503, 201]
-    assert await env.until_sleeping(created["id"], 1) == pytest.approx(30)
+    assert await until_backoff(env, created["id"], 1) == pytest.approx(30)
     d = await env.delivery(created["id"])
     assert (d["sent_lines"], d["dropped_lines"], d["in_flight_lines"]) == (6, 1, 3)
     assert d["last_error"].startswith("3 of 10 documents to retry (429 es_rejected_execution_exception: ")
@@ -111,7 +111,7 @@ async def test_a_resend_after_a_timeout_gets_409s_that_count_as_delivered(
     await receiver.held.wait()
     assert await env.until_sleeping(created["id"], 0) == pytest.approx(20)  # the request's deadline
     env.clock.advance(21)
-    assert await env.until_sleeping(created["id"], 1) == pytest.approx(30)
+    assert await until_backoff(env, created["id"], 1) == pytest.approx(30)
     assert (await env.delivery(created["id"]))["last_error"] == "no answer within 20 s"
     env.clock.advance(30)
     await receiver.wait_for(2)
@@ -129,11 +129,11 @@ async def test_whole_request_429_and_500_are_retried_after_the_backoff(
     created = await create(env, receiver)
     await env.append(mixed_lines(5))
     await receiver.wait_for(1)
-    assert await env.until_sleeping(created["id"], 1) == pytest.approx(30)
+    assert await until_backoff(env, created["id"], 1) == pytest.approx(30)
     assert (await env.delivery(created["id"]))["last_error"] == "HTTP 429: es_rejected_execution_exception: scripted"
     env.clock.advance(30)
     await receiver.wait_for(2)
-    assert await env.until_sleeping(created["id"], 2) == pytest.approx(60)
+    assert await until_backoff(env, created["id"], 2) == pytest.approx(60)
     assert (await env.delivery(created["id"]))["last_error"] == "HTTP 500: exception: scripted"
     env.clock.advance(60)
     await receiver.wait_for(3)
@@ -174,9 +174,9 @@ async def test_wrong_credentials_are_retried_without_showing_them_and_a_new_key_
     created = await create(env, receiver, secret="not-the-key-123")
     await env.append(mixed_lines(3))
     for attempt, wait in enumerate([30, 60, 120, 240], start=1):
-        assert await env.until_sleeping(created["id"], attempt) == pytest.approx(wait)
+        assert await until_backoff(env, created["id"], attempt) == pytest.approx(wait)
         env.clock.advance(wait)
-    assert await env.until_sleeping(created["id"], 5) == pytest.approx(480)
+    assert await until_backoff(env, created["id"], 5) == pytest.approx(480)
     d = await env.delivery(created["id"])
     assert d["last_error"].startswith("HTTP 401: security_exception: missing authentication credentials")
     assert receiver.errors == ["wrong or missing Authorization"] * 5

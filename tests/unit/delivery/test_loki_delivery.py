@@ -14,7 +14,7 @@ from tests.daemonenv import DaemonEnv
 from tests.linegen import mixed_lines
 from tests.receivers_base import hang
 from tests.receivers_loki import LokiReceiver, out_of_order, recover, retry_after
-from tests.unit.delivery.conftest import Started
+from tests.unit.delivery.conftest import Started, until_backoff
 
 SECRET = "glc_eyJvIjoiMTIzNDU2NyIsIm4iOiJzdGFjayJ9-very-secret"
 
@@ -80,17 +80,17 @@ async def test_rate_limits_errors_and_timeouts_are_retried_with_backoff(env: Dae
     dest_id = created["id"]
     await env.add_lines(50, step_us=1000)
     await receiver.wait_for(1)
-    assert await env.until_sleeping(dest_id, 1) == pytest.approx(100)  # Retry-After over the 30 s backoff
+    assert await until_backoff(env, dest_id, 1) == pytest.approx(100)  # Retry-After over the 30 s backoff
     assert (await env.shown(dest_id))["delivery"]["last_error"] == "HTTP 429: Ingestion rate limit exceeded"
     env.clock.advance(100)
     await receiver.wait_for(2)
-    assert await env.until_sleeping(dest_id, 2) == pytest.approx(60)
+    assert await until_backoff(env, dest_id, 2) == pytest.approx(60)
     assert (await env.shown(dest_id))["delivery"]["last_error"] == "HTTP 500: scripted"
     env.clock.advance(60)
     await held.wait()
     assert await env.until_sleeping(dest_id, 2) == pytest.approx(15)  # the push's deadline
     env.clock.advance(16)
-    assert await env.until_sleeping(dest_id, 3) == pytest.approx(120)
+    assert await until_backoff(env, dest_id, 3) == pytest.approx(120)
     assert (await env.shown(dest_id))["delivery"]["last_error"] == "no answer within 15 s"
     env.clock.advance(120)
     await receiver.wait_for_lines(50)
@@ -134,7 +134,7 @@ async def test_disallowed_structured_metadata_is_retried_until_the_config_is_fix
     dest_id = created["id"]
     await env.add_lines(10, step_us=1000)
     await receiver.wait_for(1)
-    assert await env.until_sleeping(dest_id, 1) == pytest.approx(30)
+    assert await until_backoff(env, dest_id, 1) == pytest.approx(30)
     assert "structured metadata, but this feature is disallowed" in (await env.shown(dest_id))["delivery"]["last_error"]
     receiver.structured_metadata = False
     status, _ = await env.call(

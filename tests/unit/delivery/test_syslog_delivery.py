@@ -25,6 +25,7 @@ from forwarder.sinks.syslog import (
 from tests.daemonenv import DaemonEnv, main_database, operator_config
 from tests.linegen import mixed_lines
 from tests.receivers_base import wait_until
+from tests.unit.delivery.conftest import until_backoff
 from tests.unit.sinks.test_syslog import (
     CLIENT_CA,
     CLIENT_CERT_PEM,
@@ -228,7 +229,7 @@ async def test_a_connection_broken_mid_batch_resends_the_batch_whole(env: Env) -
         created = await env.create(receiver.port)
         await env.append(numbered(500, size=1700))  # one batch, ~1 MB: more than the receiver buffers
         await receiver.wait_for(3)
-        assert await env.until_sleeping(created["id"], 1) == pytest.approx(30)
+        assert await until_backoff(env, created["id"], 1) == pytest.approx(30)
         d = await env.delivery(created["id"])
         assert d["last_error"].startswith("connection lost: ") and d["sent_lines"] == 0
         assert d["in_flight_lines"] == 500
@@ -258,7 +259,7 @@ async def test_a_certificate_not_valid_for_the_host_is_refused(
         config = {} if extra_ca else {"ca_certificate_pem": None}
         created = await env.create(receiver.port, **config)
         await env.append(numbered(5))
-        assert await env.until_sleeping(created["id"], 1) == pytest.approx(30)
+        assert await until_backoff(env, created["id"], 1) == pytest.approx(30)
         d = await env.delivery(created["id"])
         assert d["last_error"] == reason and d["sent_lines"] == 0 and d["in_flight_lines"] == 5
         assert receiver.messages == []
@@ -314,7 +315,7 @@ async def test_a_receiver_that_refuses_the_client_is_a_failure(
             config["client_certificate_pem"] = client_cert
         created = await env.create(receiver.port, secret=secret, **config)
         await env.append(numbered(3))
-        assert await env.until_sleeping(created["id"], 1) == pytest.approx(30)
+        assert await until_backoff(env, created["id"], 1) == pytest.approx(30)
         d = await env.delivery(created["id"])
         assert d["last_error"] == reason and d["sent_lines"] == 0 and d["in_flight_lines"] == 3
         if secret:

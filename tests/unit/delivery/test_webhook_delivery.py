@@ -16,7 +16,7 @@ import pytest
 from forwarder.model import KINDS
 from tests.daemonenv import DaemonEnv, main_database, start_daemon_env
 from tests.receivers import WebhookReceiver
-from tests.unit.delivery.conftest import Started
+from tests.unit.delivery.conftest import Started, until_backoff
 
 RECEIVER = WebhookReceiver  # started for each test by the `receiver` fixture (conftest.py)
 BACKOFF = [30, 60, 120, 240, 480, 960, 1920, 3600, 3600]
@@ -74,7 +74,7 @@ async def test_retries_follow_the_backoff_with_the_same_batch(env: DaemonEnv, re
     await receiver.wait_for(1)
     shown_errors = []
     for attempt, wait in enumerate(BACKOFF, start=1):
-        assert await env.until_sleeping(created["id"], attempt) == pytest.approx(wait)
+        assert await until_backoff(env, created["id"], attempt) == pytest.approx(wait)
         d = await env.shown(created["id"])
         shown_errors.append(d["delivery"]["last_error"])
         assert d["delivery"]["attempts"] == attempt and d["delivery"]["next_attempt_at"]
@@ -106,10 +106,10 @@ async def test_retry_after_raises_the_wait_never_lowers_it(env: DaemonEnv, recei
     created = await create(env, receiver)
     await env.add_lines(1)
     await receiver.wait_for(1)
-    assert await env.until_sleeping(created["id"], 1) == pytest.approx(100)
+    assert await until_backoff(env, created["id"], 1) == pytest.approx(100)
     env.clock.advance(100)
     await receiver.wait_for(2)
-    assert await env.until_sleeping(created["id"], 2) == pytest.approx(60)  # the backoff wins over 5 s
+    assert await until_backoff(env, created["id"], 2) == pytest.approx(60)  # the backoff wins over 5 s
     env.clock.advance(60)
     await receiver.wait_for(3)
 
@@ -126,7 +126,7 @@ async def test_a_retry_after_of_non_ascii_digits_is_ignored(env: DaemonEnv, rece
     created = await create(env, receiver)
     await env.add_lines(2)
     await receiver.wait_for(1)
-    assert await env.until_sleeping(created["id"], 1) == pytest.approx(30)  # the backoff, shown failing
+    assert await until_backoff(env, created["id"], 1) == pytest.approx(30)  # the backoff, shown failing
     assert (await env.shown(created["id"]))["delivery"]["last_error"] == "HTTP 429"
     status, body = await env.call("POST", f"/v1/log-destinations/{created['id']}/test")
     assert (status, body) == (200, {"ok": False, "error": "HTTP 429"})
@@ -148,7 +148,7 @@ async def test_a_16_second_response_is_a_timeout(env: DaemonEnv, receiver: Webho
     await held.wait()
     assert await env.until_sleeping(created["id"], 0) == pytest.approx(15)  # the request's deadline
     env.clock.advance(16)
-    assert await env.until_sleeping(created["id"], 1) == pytest.approx(30)
+    assert await until_backoff(env, created["id"], 1) == pytest.approx(30)
     d = await env.shown(created["id"])
     assert d["delivery"]["last_error"] == "no answer within 15 s"
     env.clock.advance(30)
@@ -162,7 +162,7 @@ async def test_a_redirect_is_a_failure_and_never_followed(env: DaemonEnv, receiv
     created = await create(env, receiver)
     await env.add_lines(1)
     await receiver.wait_for(1)
-    assert await env.until_sleeping(created["id"], 1) == pytest.approx(30)
+    assert await until_backoff(env, created["id"], 1) == pytest.approx(30)
     d = await env.shown(created["id"])
     assert d["delivery"]["last_error"] == "HTTP 302: redirects are not followed"
     assert receiver.other_paths == []  # /target was never requested
@@ -206,12 +206,12 @@ async def test_backoff_and_the_batch_survive_a_restart(
     created = await create(e, receiver)
     await e.add_lines(5)
     await receiver.wait_for(1)
-    assert await e.until_sleeping(created["id"], 1) == pytest.approx(30)
+    assert await until_backoff(e, created["id"], 1) == pytest.approx(30)
     await e.aclose()
     e2 = await start_daemon_env(tmp_path, **daemon_options)
     try:
         e2.clock._now = e.clock.now()  # the same moment, after the restart
-        assert await e2.until_sleeping(created["id"], 1) == pytest.approx(30, abs=1)
+        assert await until_backoff(e2, created["id"], 1) == pytest.approx(30, abs=1)
         e2.clock.advance(30)
         await receiver.wait_for(2)
         first, second = receiver.deliveries
