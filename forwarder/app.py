@@ -10,6 +10,12 @@ let requests in flight to destinations finish for up to `delivery.shutdown_grace
 recording their outcome (cursors are persisted with every outcome); stop background work; close
 the store. SIGHUP reloads the config file: an invalid file is logged and the running config
 stays; otherwise only what changed restarts (a database's reader, a destination).
+
+The signal handlers stay installed until the drain is over: a SIGHUP while stopping is ignored (and
+logged) instead of killing the daemon with its default action, and a second SIGTERM/SIGINT forces
+the stop: the deliveries in flight are cut off (resent after the restart under the same delivery
+id, which receivers drop as duplicates), the store is still closed cleanly, and the exit code is
+128 + the signal's number (StopForced), as a shell reports a process that signal ended.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from forwarder import metrics
 from forwarder.api.context import ApiContext, DatabaseView, SourceView
 from forwarder.api.server import ApiServer
 from forwarder.clock import Clock, SystemClock
@@ -71,6 +78,18 @@ def _ask_service(
 
 class StartupFailed(Exception):
     """The daemon could not start (exit code 3); the message says why, never a secret."""
+
+
+class StopForced(Exception):
+    """A second SIGTERM/SIGINT cut the graceful drain short; the exit code is 128 + its number."""
+
+    def __init__(self, sig: signal.Signals) -> None:
+        super().__init__(sig.name)
+        self.signal = sig
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + int(self.signal)
 
 
 class PartFailed(Exception):
@@ -124,7 +143,7 @@ class Daemon:
         self.delivery: DeliveryManager | None = None
         self._workers: list[ParseWorker] = []
         self._next_worker = itertools.count()
-        self.store = Store(config.store, self.clock)
+        self.store = Store(config.store, self.clock, exclusive=True)  # one daemon per store
         self.registry = _Registry()
         self.api: ApiServer | None = None
         self._ctx: ApiContext | None = None
@@ -136,6 +155,9 @@ class Daemon:
         self._ask_task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._reload = asyncio.Event()
+        self._stop_signals = 0  # SIGTERM/SIGINT received: the second forces the stop
+        self._forced = asyncio.Event()  # set by that second signal: the drain is cut short
+        self._forced_by: signal.Signals | None = None
         self._failed: str | None = None  # the name of a part that ended with an error (`_supervised`)
 
     @property
@@ -184,7 +206,12 @@ class Daemon:
         await self.api.start()
         log.info(
             "forwarder ready",
-            extra={"host": self.config.server.host, "port": self.api.port, "databases": len(self.registry.by_id)},
+            extra={
+                "version": metrics.version(),
+                "host": self.config.server.host,
+                "port": self.api.port,
+                "databases": len(self.registry.by_id),
+            },
         )
 
     def _supervised(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
@@ -235,15 +262,19 @@ class Daemon:
         if found is None:
             return
         found.follower.stop()
+        forced = asyncio.ensure_future(self._forced.wait())
         try:
-            await asyncio.wait_for(asyncio.shield(found.task), READER_STOP_SECONDS)
-        except TimeoutError:  # a store that does not answer: cut it off (offsets stay consistent)
-            log.warning("reader did not stop in time; cancelling it", extra={"database_id": db_id})
+            await asyncio.wait({found.task, forced}, timeout=READER_STOP_SECONDS, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            forced.cancel()
+        if not found.task.done():  # a store that does not answer, or a forced stop: cut it off
+            why = "a forced stop" if self._forced.is_set() else "it did not stop in time"
+            log.warning(f"cancelling a reader: {why} (its offsets stay consistent)", extra={"database_id": db_id})
             found.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await found.task
-        except Exception:  # it had failed: logged as it came (`_supervised`)
-            log.debug("reader had failed", extra={"database_id": db_id})
+        elif not found.task.cancelled() and found.task.exception() is not None:
+            log.debug("reader had failed", extra={"database_id": db_id})  # logged as it came (`_supervised`)
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -251,15 +282,50 @@ class Daemon:
     def request_reload(self) -> None:
         self._reload.set()
 
+    def _on_signal(self, sig: signal.Signals) -> None:
+        """SIGTERM/SIGINT stop (the second one while stopping forces it); SIGHUP reloads, unless
+        the daemon is stopping, where a reload makes no sense (logrotate's postrotate may send it)."""
+        if sig == signal.SIGHUP:
+            if self._stop.is_set():
+                log.warning("SIGHUP while stopping: ignored, no reload during the drain", extra={"signal": sig.name})
+            else:
+                self.request_reload()
+            return
+        self._stop_signals += 1
+        if self._stop_signals == 1:
+            log.info("stop requested", extra={"signal": sig.name})
+            self.request_stop()
+        elif self._forced_by is None:
+            log.warning(
+                "stop forced by a second signal: deliveries in flight are cut off and resent after the restart"
+                " with the same delivery id",
+                extra={"signal": sig.name, "exit_code": 128 + int(sig)},
+            )
+            self._forced_by = sig
+            self.request_stop()
+            self._forced.set()
+        else:
+            log.info("already forcing the stop", extra={"signal": sig.name})
+
+    def _serving_status(self, *, reload_failed: bool = False) -> str:
+        if reload_failed:
+            # STATUS= is what `systemctl status` shows: a rejected reload must not look like a good one.
+            return f"STATUS=serving on port {self.port}; the config reload failed, the previous config still runs"
+        return f"STATUS=serving on port {self.port}"
+
     async def run(self) -> None:
         """Start, serve until SIGTERM/SIGINT (reloading on SIGHUP), stop cleanly.
 
-        Raises StartupFailed when the daemon cannot start.
+        Raises StartupFailed when the daemon cannot start, PartFailed when a part failed, StopForced
+        when a second SIGTERM/SIGINT cut the drain short.
         """
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.request_stop)
-        loop.add_signal_handler(signal.SIGHUP, self.request_reload)
+        # First thing, and kept until the drain is over: a signal's default action would end the
+        # daemon mid-drain (SIGHUP: rc 129 with nothing logged; SIGINT: KeyboardInterrupt through
+        # open sessions). What was installed before (`forwarder run` ignores SIGHUP) comes back after.
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+        for sig in previous:
+            loop.add_signal_handler(sig, self._on_signal, sig)
         watchdog: asyncio.Task[None] | None = None
         try:
             try:
@@ -280,18 +346,35 @@ class Daemon:
                 reload.cancel()
                 if self._reload.is_set() and not self._stop.is_set():
                     self._reload.clear()
-                    self._notifier.notify("RELOADING=1", "STATUS=reloading the config")
-                    await self.reload()
-                    self._notifier.notify("READY=1", f"STATUS=serving on port {self.port}")
+                    self._notifier.reloading("reloading the config")
+                    reloaded = await self.reload()
+                    # READY=1 ends the reload either way (sd_notify(3) has no "reload failed"); a
+                    # broken file fails `systemctl reload` through the unit's check-config ExecReload=.
+                    self._notifier.notify("READY=1", self._serving_status(reload_failed=not reloaded))
             log.info("stopping")
         finally:
+            self._stop.set()  # also after a startup failure: a SIGHUP from now on is not a reload
             self._notifier.notify("STOPPING=1", "STATUS=stopping")
             if watchdog is not None:
                 watchdog.cancel()
-            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-                loop.remove_signal_handler(sig)
-            await self.aclose()
-            self._notifier.close()
+            try:
+                await self.aclose()
+            finally:
+                for sig, handler in previous.items():
+                    loop.remove_signal_handler(sig)
+                    if handler is not None:  # None: installed outside Python; the default stays
+                        signal.signal(sig, handler)
+                self._notifier.close()
+        log.info(
+            "forwarder stopped",
+            extra={
+                "version": metrics.version(),
+                "forced_by": self._forced_by.name if self._forced_by else None,
+                "failed_part": self._failed,
+            },
+        )
+        if self._forced_by is not None:
+            raise StopForced(self._forced_by)
         if self._failed is not None:
             raise PartFailed(self._failed)
 
@@ -359,7 +442,7 @@ class Daemon:
         if self.api is not None:
             await self.api.aclose()
         if self.delivery is not None:
-            await self.delivery.drain(self.config.delivery.shutdown_grace_seconds)
+            await self.delivery.drain(self.config.delivery.shutdown_grace_seconds, cut=self._forced)
         # The store's task last: the others write through it.
         for task in (self._ask_task, self._insights_task, self._alerts_task, self._store_task):
             if task is not None:

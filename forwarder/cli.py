@@ -1,7 +1,8 @@
 """Command line: the daemon (`run`), operator commands and a client of the Logs API.
 
-Exit codes: 0 ok, 1 a request failed, 2 usage error, 3 startup failure, 78 bad config
-(EX_CONFIG from sysexits.h, which systemd's RestartPreventExitStatus=78 relies on).
+Exit codes: 0 ok, 1 a request failed, 2 usage error, 3 startup failure, 70 a part of the running
+daemon failed, 78 bad config (EX_CONFIG from sysexits.h, which systemd's RestartPreventExitStatus=78
+relies on), 130/143 a stop forced by a second SIGINT/SIGTERM during the drain (128 + the signal).
 """
 
 from __future__ import annotations
@@ -9,8 +10,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import logging
 import os
 import re
+import signal
 import sys
 from collections.abc import Sequence
 from typing import get_args
@@ -28,6 +31,13 @@ EX_SOFTWARE = 70  # sysexits.h: a part of the running daemon failed (logged); sy
 EX_CONFIG = 78
 
 DEFAULT_CONFIG = os.environ.get("FORWARDER_CONFIG", "/etc/forwarder/forwarder.toml")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def print_problems(path: str, problems: Sequence[str]) -> None:
+    """Each mistake on a line of its own, after the file's path (for a person reading them)."""
+    for problem in problems:
+        print(f"{path}: {problem}" if not problem.startswith(str(path)) else problem, file=sys.stderr)
 
 
 def load_or_exit(path: str, *, read_secrets: bool = True) -> Config:
@@ -35,28 +45,69 @@ def load_or_exit(path: str, *, read_secrets: bool = True) -> Config:
     try:
         return load_config(path, read_secrets=read_secrets)
     except ConfigError as exc:
-        for problem in exc.problems:
-            print(f"{path}: {problem}" if not problem.startswith(str(path)) else problem, file=sys.stderr)
+        print_problems(path, exc.problems)
         raise SystemExit(EX_CONFIG) from None
 
 
 # --- daemon and operator commands -----------------------------------------------------------
 
 
+def run_log_level(args: argparse.Namespace) -> str | None:
+    """--log-level, else $FORWARDER_LOG_LEVEL (any case; empty is unset), else info; None when
+    the variable holds no level (argparse checks the flag's choices, never an env default's)."""
+    if args.log_level is not None:
+        return str(args.log_level)
+    raw = os.environ.get("FORWARDER_LOG_LEVEL", "")
+    level = raw.strip().lower() or "info"
+    if level not in LOG_LEVELS:
+        print(
+            f"forwarder run: FORWARDER_LOG_LEVEL={raw!r} is not a log level; use one of {', '.join(LOG_LEVELS)}",
+            file=sys.stderr,
+        )
+        return None
+    return level
+
+
+def report_config_error(path: str, problems: Sequence[str], level: str) -> None:
+    """The mistakes that keep the daemon from starting: plain lines on a terminal; otherwise one
+    JSON log record, like every other line of the daemon's log there (journald, a container's log
+    pipeline), with the file's path and every mistake at its TOML path."""
+    if sys.stderr.isatty():
+        print_problems(path, problems)
+        return
+    from forwarder.logsetup import setup_logging
+
+    setup_logging(level)
+    logging.getLogger(__name__).error(
+        "config invalid; the daemon does not start", extra={"path": str(path), "problems": list(problems)}
+    )
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    # From the first moment: SIGHUP's default action ends the process, and logrotate's postrotate
+    # or `systemctl reload` may send it while the daemon starts (migrations can take a while).
+    # Daemon.run() replaces this with its reload handler; until then a SIGHUP is ignored.
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    level = run_log_level(args)
+    if level is None:
+        return EX_USAGE
     # Importing the daemon makes ~130,000 objects that live as long as it does: the cyclic
     # collector walking them again and again while they are made was ~10% of start to ready, and
     # frozen (gc.freeze) they are left out of every later full collection too.
     gc.disable()
     try:
-        config = load_or_exit(args.config)
-        from forwarder.app import Daemon, PartFailed, StartupFailed
+        try:
+            config = load_config(args.config)
+        except ConfigError as exc:
+            report_config_error(args.config, exc.problems, level)
+            return EX_CONFIG
+        from forwarder.app import Daemon, PartFailed, StartupFailed, StopForced
         from forwarder.logsetup import setup_logging
     finally:
         gc.freeze()
         gc.enable()
 
-    setup_logging(args.log_level)
+    setup_logging(level)
     try:
         import uvloop
 
@@ -69,6 +120,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EX_STARTUP  # logged by the daemon
     except PartFailed:
         return EX_SOFTWARE  # logged by the daemon as it failed
+    except StopForced as forced:
+        return forced.exit_code  # 130 or 143: a second SIGINT/SIGTERM cut the drain short (logged)
     return EX_OK
 
 
@@ -236,8 +289,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", "-c", default=DEFAULT_CONFIG, help="TOML config file")
     p.add_argument(
         "--log-level",
-        default=os.environ.get("FORWARDER_LOG_LEVEL", "info"),
-        choices=["debug", "info", "warning", "error"],
+        choices=LOG_LEVELS,
+        help="the daemon's log level (default: $FORWARDER_LOG_LEVEL, else info)",
     )
     p.set_defaults(func=cmd_run)
 

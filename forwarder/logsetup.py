@@ -103,3 +103,68 @@ class RepeatedFailureLog:
             self._log.info(msg, extra={**(extra or {}), "failures": self._total})
         self._failing = False
         self._repeats = self._total = 0
+
+
+class ThrottledFailureLog:
+    """Logs a failure that repeats, and may come and go, at most once per `interval_seconds` on
+    the clock given, however often it stops and starts again (operations.md: "says it once, with
+    the details, then at most once a minute with the number of repeats").
+
+    Unlike RepeatedFailureLog, the interval is not started over by a success: a nearly
+    full disk lets one write through and fails the next, and each such flap logged a failure, a
+    recovery and a traceback. A line names the error (`error`); a traceback only when asked (a
+    failure whose cause is not known in advance). A recovery is logged when the failure it ends
+    was (so the last line logged does not say the store is failing while it works); recoveries
+    not logged are counted in the next line.
+    """
+
+    def __init__(self, logger: logging.Logger, clock: Clock, interval_seconds: float = 60.0) -> None:
+        self._log = logger
+        self._clock = clock
+        self._interval = interval_seconds
+        self._failing = False
+        self._reported = False  # a line of the current failure was logged: its end is logged too
+        self._last_logged: float | None = None  # clock.monotonic() of the last failure line
+        self._repeats = 0  # failures not logged since the last line
+        self._recoveries = 0  # recoveries not logged since the last line
+        self._total = 0  # failures since the last success
+
+    @property
+    def failing(self) -> bool:
+        return self._failing
+
+    def failure(
+        self,
+        msg: str,
+        exc: BaseException,
+        extra: Mapping[str, object] | None = None,
+        *,
+        traceback: bool = False,
+    ) -> None:
+        now = self._clock.monotonic()
+        if not self._failing:
+            self._failing = True
+            self._reported = False
+            self._total = 0
+        self._total += 1
+        if self._last_logged is not None and now - self._last_logged < self._interval:
+            self._repeats += 1
+            return
+        fields = {**(extra or {}), "error": f"{type(exc).__name__}: {exc}"}
+        if self._repeats or self._recoveries:  # counted as RepeatedFailureLog does: this one too
+            fields.update(repeats=self._repeats + 1, recoveries=self._recoveries)
+            msg = f"{msg} (again, {self._repeats + 1} times since the last report)"
+        self._log.error(msg, exc_info=exc if traceback else None, extra=fields)
+        self._last_logged = now
+        self._reported = True
+        self._repeats = self._recoveries = 0
+
+    def ok(self, msg: str, extra: Mapping[str, object] | None = None) -> None:
+        """A success: after failures, say that it works again (see the class)."""
+        if not self._failing:
+            return
+        self._failing = False
+        if self._reported:
+            self._log.info(msg, extra={**(extra or {}), "failures": self._total})
+        else:
+            self._recoveries += 1

@@ -13,6 +13,7 @@ import logging
 import socket
 import ssl
 from collections.abc import Sequence
+from typing import Any
 
 import aiohttp
 
@@ -200,24 +201,42 @@ class DeliveryManager:
             return True, None
         return False, outcome.reason
 
-    async def drain(self, grace_seconds: float) -> None:
-        """Stop delivering: requests in flight may finish (and be recorded) for `grace_seconds`.
+    async def drain(self, grace_seconds: float, cut: asyncio.Event | None = None) -> None:
+        """Stop delivering: requests in flight may finish (and be recorded) for `grace_seconds`,
+        or until `cut` is set (a second SIGTERM/SIGINT forces the stop).
 
         A loop that is waiting (for lines, or out a backoff) stops at once; one that is sending
         stops after recording the outcome. Past the grace, the rest are cut off: their batch stays
-        persisted as in flight and is resent, under the same delivery id, after the restart.
+        persisted as in flight and is resent, under the same delivery id, after the restart. Those
+        are logged (their ids, the lines in flight), so that the resend is no surprise.
         """
-        sending = []
-        for deliverer, task in self._running.values():
+        sending: dict[str, tuple[Deliverer, asyncio.Task[None]]] = {}
+        for dest_id, (deliverer, task) in self._running.items():
             deliverer.stopping = True
             if deliverer.sending:
-                sending.append(task)
+                sending[dest_id] = (deliverer, task)
             else:
                 task.cancel()
         if sending:
-            log.info("waiting for deliveries in flight", extra={"destinations": len(sending)})
+            log.info(
+                "waiting for deliveries in flight",
+                extra={"destinations": len(sending), "grace_seconds": grace_seconds},
+            )
             with contextlib.suppress(TimeoutError):
-                await with_timeout(self._clock, asyncio.wait(sending), grace_seconds)
+                await with_timeout(self._clock, _settled([t for _, t in sending.values()], cut), grace_seconds)
+            cut_off = {dest_id: d for dest_id, (d, task) in sending.items() if not task.done()}
+            if cut_off:
+                forced = cut is not None and cut.is_set()
+                log.warning(
+                    "deliveries in flight cut off"
+                    + (" by a forced stop" if forced else f" after the {grace_seconds:g} s grace")
+                    + "; they are resent after the restart with the same delivery id",
+                    extra={
+                        "destination_ids": sorted(cut_off),
+                        "lines_in_flight": sum(len(d.shown_state.inflight_lines or ()) for d in cut_off.values()),
+                        "reason": "forced" if forced else "grace_expired",
+                    },
+                )
         await self.aclose()
 
     async def aclose(self) -> None:
@@ -226,3 +245,15 @@ class DeliveryManager:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+async def _settled(tasks: Sequence[asyncio.Task[None]], cut: asyncio.Event | None) -> None:
+    """Until every task is done, or `cut` is set."""
+    waits: set[asyncio.Future[Any]] = {asyncio.ensure_future(asyncio.wait(tasks))}
+    if cut is not None:
+        waits.add(asyncio.ensure_future(cut.wait()))
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiting in waits:
+            waiting.cancel()

@@ -17,7 +17,7 @@ from typing import Final, Literal
 from forwarder import metrics
 from forwarder.clock import Clock
 from forwarder.config import DatabaseConfig
-from forwarder.logsetup import RepeatedFailureLog
+from forwarder.logsetup import RepeatedFailureLog, ThrottledFailureLog
 from forwarder.model import KINDS
 from forwarder.pglog import TimeCounts
 from forwarder.sources.parsing import AsyncReader, LocalReader, ParseWorker, ReaderSpec
@@ -78,10 +78,14 @@ class Follower:
         self._wake = asyncio.Event()  # a setting changed, or stop(), or (files) a change to read
         self._failures = RepeatedFailureLog(log, clock)
         self._unreadable = RepeatedFailureLog(log, clock)  # a log the daemon may not read (a status, not an error)
+        # A parse worker that cannot start (WorkerStartError): its message says why, a traceback
+        # would only show where; retried with a backoff, so it repeats in the log once a minute.
+        self._worker_failures = ThrottledFailureLog(log, clock)
         self._source_up = metrics.SOURCE_UP.labels(db.id)
         self._read_bytes = metrics.INGEST_BYTES.labels(db.id)
         self._last_read = metrics.LAST_READ.labels(db.id)
         self._lines_by_kind = [metrics.INGEST_LINES.labels(db.id, kind) for kind in KINDS]
+        metrics.init_database_series(db.id)  # at 0 from the start: the alerts' increase() needs it
 
     @property
     def status(self) -> SourceStatus:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from forwarder.clock import Clock
 from forwarder.config import DatabaseConfig, LogSourceConfig
 from forwarder.sources.follower import DISABLED, Follower, SourceStatus
-from forwarder.sources.parsing import AsyncReader, ParseWorker, ReaderSpec
+from forwarder.sources.parsing import AsyncReader, ParseWorker, ReaderSpec, WorkerStartError
 from forwarder.sources.tail import MISMATCH_LINES
 from forwarder.store import Identity, Store
 from forwarder.store.lines import Row
@@ -128,8 +128,14 @@ class JournalFollower(Follower):
             try:
                 cursor = await self._session(cursor)
             except Exception as exc:  # keep going: the overview shows it
-                self._failures.failure("reading the journal failed", exc, {"database_id": self.db.id})
-                reason = str(exc) if isinstance(exc, JournalUnavailable) else None
+                where = {"database_id": self.db.id}
+                if isinstance(exc, WorkerStartError):  # its message says why; a traceback only where
+                    self._worker_failures.failure(
+                        "the parse worker cannot start; reading waits and tries again", exc, where
+                    )
+                elif not self._store.reported(exc):  # a failed store write was logged by the store
+                    self._failures.failure("reading the journal failed", exc, where)
+                reason = str(exc) if isinstance(exc, JournalUnavailable | WorkerStartError) else None
                 self.status = SourceStatus("error", self.where, reason or write_failure_reason(exc) or repr(exc))
                 cursor = await self._store.journal_cursor(self.db.id)  # what is stored is what counts
             else:
@@ -151,6 +157,7 @@ class JournalFollower(Follower):
         session = _Session(
             await self._new_reader(ReaderSpec("journal", self.db.log.line_prefix, self.db.log.timezone, self.identity))
         )  # first: a worker that fails leaves no child behind
+        self._worker_failures.ok("the parse worker started; reading again", {"database_id": self.db.id})
         try:
             proc = await asyncio.create_subprocess_exec(
                 *args,

@@ -64,6 +64,10 @@ IDLE_CLOSE_SECONDS = 300  # an older file unchanged this long gives its descript
 # long: with logrotate's `create` the server writes to the renamed file until it reopens its log,
 # and those last lines come after the rename (Fluent Bit's tail input waits Rotate_Wait, 5 s).
 ROTATE_WAIT_SECONDS = 5.0
+# A parse worker that cannot start (WorkerStartError: its interpreter cannot be run) is tried again
+# after this long, doubled at each failure up to the maximum (as the journal's journalctl).
+WORKER_RETRY_FIRST_SECONDS = 1.0
+WORKER_RETRY_MAX_SECONDS = 60.0
 # The kernel makes a write visible page by page (a reader may see the first pages of a long write):
 # data read up to a page boundary may be cut there, so its last entry is not taken as whole.
 PAGE_BYTES = mmap.PAGESIZE
@@ -103,8 +107,9 @@ _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
 # or a device without a driver, a directory, a file with a mandatory lock.
 _REPLACED_ERRNOS = frozenset({errno.ELOOP, errno.ENXIO, errno.ENODEV, errno.EISDIR, errno.EWOULDBLOCK})
 
-# Files next to the store that are the store too (WAL mode, and a rollback journal if ever used).
-_STORE_SUFFIXES = ("", "-wal", "-shm", "-journal")
+# Files next to the store that are the store too (WAL mode, a rollback journal if ever used, the
+# daemon's lock on it: store.lock_path).
+_STORE_SUFFIXES = ("", "-wal", "-shm", "-journal", ".lock")
 
 
 def _resolve(path: str) -> tuple[str, os.stat_result] | Skipped:
@@ -202,6 +207,10 @@ class DatabaseFollower(Follower):
         self._watch: DirectoryWatch | None = None
         self._watch_failure: str | None = None  # the last reason the directory could not be watched, logged once
         self._stopped = asyncio.Event()  # ends the batch window early
+        # After a parse worker failed to start: no read before this (clock.monotonic()), and the
+        # wait after the next failure. The daemon's clock, like the store's retries after a failed write.
+        self._worker_retry_at = float("-inf")
+        self._worker_retry_delay = WORKER_RETRY_FIRST_SECONDS
         # Whether the overview's time note may blame the prefix (it has no time escape).
         self._entries_carry_time = entries_carry_time(db.log.format, db.log.line_prefix)
 
@@ -254,11 +263,12 @@ class DatabaseFollower(Follower):
             self._unwatch()
             try:
                 await self.drain()
-            except Exception:  # e.g. the parse worker is gone: the stored offsets are still right
+            except Exception as exc:  # e.g. the parse worker is gone: the stored offsets are still right
                 log.warning(
                     "could not store the last pending entries; they are read again at the next start",
-                    exc_info=True,
-                    extra={"database_id": self.db.id},
+                    # A failed store write (a full disk) is SQLite's, already logged with its reason.
+                    exc_info=not self._store.reported(exc),
+                    extra={"database_id": self.db.id, "error": f"{type(exc).__name__}: {exc}"},
                 )
 
     def _keep_watching(self) -> None:
@@ -301,17 +311,34 @@ class DatabaseFollower(Follower):
 
     async def poll_or_start_over(self) -> None:
         """`poll()`; a failure is shown in the status, and reading starts over from the stored offsets."""
+        now = self._clock.monotonic()
+        if now < self._worker_retry_at:
+            return  # the status still says why: the parse worker could not start
         try:
             await self.poll()
-        except Exception as exc:  # keep going: the overview shows it
-            # A full disk fails every poll until space is freed: logged once, then at a bounded rate.
-            self._failures.failure("reading the log failed", exc, {"database_id": self.db.id})
-            reason = write_failure_reason(exc) or (
-                str(exc) if isinstance(exc, WorkerStartError) else type(exc).__name__
+        except WorkerStartError as exc:
+            # Not the log's failure, and the same at every poll until the operator acts (a closed
+            # interpreter directory): its message says why; tried again with a doubling wait.
+            self._worker_failures.failure(
+                "the parse worker cannot start; reading waits and tries again",
+                exc,
+                {"database_id": self.db.id, "retry_seconds": self._worker_retry_delay},
             )
+            self._worker_retry_at = now + self._worker_retry_delay
+            self._worker_retry_delay = min(self._worker_retry_delay * 2, WORKER_RETRY_MAX_SECONDS)
+            self.status = SourceStatus("error", self.status.file, str(exc))
+            await self._start_over()
+        except Exception as exc:  # keep going: the overview shows it
+            # A failed store write (a full disk, every poll until space is freed) was logged by the
+            # store, at its bounded rate: the log itself was read fine.
+            if not self._store.reported(exc):
+                self._failures.failure("reading the log failed", exc, {"database_id": self.db.id})
+            reason = write_failure_reason(exc) or type(exc).__name__
             self.status = SourceStatus("error", self.status.file, reason)
             await self._start_over()
         else:
+            self._worker_retry_delay = WORKER_RETRY_FIRST_SECONDS
+            self._worker_failures.ok("the parse worker started; reading again", {"database_id": self.db.id})
             self._failures.ok("reading the log works again", {"database_id": self.db.id})
             # operations.md: an unreadable log is logged once, then at most once a minute.
             where = {"database_id": self.db.id, "path": self.status.file}
@@ -479,6 +506,15 @@ class DatabaseFollower(Follower):
 
     async def _open(self, key: tuple[int, int], path: str) -> _File:
         fh = _open_regular(path, key)  # held across polls, closed by _File.close
+        try:
+            return await self._follow(key, path, fh)
+        except BaseException:
+            # Not in _files: nothing else closes it (a parse worker failing to start leaked one a poll).
+            fh.close()
+            raise
+
+    async def _follow(self, key: tuple[int, int], path: str, fh: BinaryIO) -> _File:
+        """A `_File` for `fh`, just opened: where to start reading it, and its reader."""
         head = os.pread(fh.fileno(), HEAD_BYTES, 0)
         known = self._known.get(key)
         start = 0

@@ -11,12 +11,13 @@ from forwarder.store.lines import Group, Identity, LineQuery, Page
 
 if TYPE_CHECKING:
     from forwarder.store.state import ApiKey, DatabaseSettings, Role, SourceFile
-    from forwarder.store.store import Store, open_sync
+    from forwarder.store.store import Store, StoreLocked, open_sync
 
 # Loaded on first use, like `Store`: `state` imports hashlib, hmac and secrets (OpenSSL's libcrypto,
 # ~3.4 MB) for API keys, which a parse worker never handles.
 _LAZY = {
     "Store": "store",
+    "StoreLocked": "store",
     "open_sync": "store",
     "ApiKey": "state",
     "DatabaseSettings": "state",
@@ -43,5 +44,6 @@ __all__ = [
     "Role",
     "SourceFile",
     "Store",
+    "StoreLocked",
     "open_sync",
 ]

@@ -10,10 +10,12 @@ import asyncio
 import collections
 import contextlib
 import errno
+import fcntl
 import logging
 import os
 import sqlite3
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -24,7 +26,7 @@ from typing import TypeVar
 from forwarder import metrics
 from forwarder.clock import Clock, with_timeout
 from forwarder.config import DatabaseConfig, StoreConfig
-from forwarder.logsetup import RepeatedFailureLog
+from forwarder.logsetup import ThrottledFailureLog
 from forwarder.model import Kind, LogLine
 from forwarder.store import destinations as D
 from forwarder.store import lines as L
@@ -123,6 +125,62 @@ def write_failure_reason(exc: BaseException) -> str | None:
     return None
 
 
+class StoreLocked(RuntimeError):
+    """Another process holds the store (`Store(..., exclusive=True)`): a second daemon on one store
+    would store every line again under new ids and deliver it again."""
+
+    def __init__(self, path: Path, pid: int | None) -> None:
+        self.path = path
+        self.pid = pid
+        holder = f"process {pid}" if pid is not None else "another process"
+        super().__init__(
+            f"the store {path} is in use by {holder} (its lock {lock_path(path)} is held): "
+            "only one forwarder may run on a store"
+        )
+
+
+def lock_path(store_path: Path) -> Path:
+    """The file the daemon's lock on the store is taken on: beside the store, never deleted (a lock
+    file removed while a process waits on it would let two holders lock two different files)."""
+    return store_path.with_name(store_path.name + ".lock")
+
+
+def _lock_exclusively(store_path: Path) -> int:
+    """Take the exclusive lock on the store at once (StoreLocked if another process has it) and
+    write this process's id into the lock file; returns the descriptor that holds it.
+
+    flock(2), not fcntl's record locks: it belongs to the open file description, so the kernel
+    drops it when the process dies however it dies (SIGKILL included), and a second open of the
+    file (even in this process) conflicts. O_CLOEXEC keeps it out of the parse workers and
+    journalctl: a child outliving the daemon must not hold the store.
+    """
+    path = lock_path(store_path)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, schema.STORE_FILE_MODE)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pid = _holder_pid(fd)
+        os.close(fd)
+        raise StoreLocked(store_path, pid) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    # For the message a second daemon gives; the lock itself is what counts, not this content.
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def _holder_pid(fd: int) -> int | None:
+    """The process id the holder wrote into the lock file, if it did (it may be writing it now)."""
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
 def day_of(now: float) -> str:
     """UTC date used for daily usage."""
     return datetime.fromtimestamp(now, tz=UTC).strftime("%Y-%m-%d")
@@ -131,10 +189,14 @@ def day_of(now: float) -> str:
 class Store:
     """The embedded SQLite store; `start()` opens it, `aclose()` closes it."""
 
-    def __init__(self, config: StoreConfig, clock: Clock) -> None:
+    def __init__(self, config: StoreConfig, clock: Clock, *, exclusive: bool = False) -> None:
+        """`exclusive`: `start()` takes the store's lock (StoreLocked if another process holds it),
+        kept until `aclose()`. The daemon's; the CLI's brief opens (keys) go beside it."""
         self.config = config
         self.path = Path(config.path)
         self._clock = clock
+        self._exclusive = exclusive
+        self._lock_fd: int | None = None
         self._writer_pool = ThreadPoolExecutor(1, thread_name_prefix="store-writer")
         self._reader_pool = ThreadPoolExecutor(2, thread_name_prefix="store-reader")
         self._checkpoint_pool = ThreadPoolExecutor(1, thread_name_prefix="store-checkpoint")
@@ -159,55 +221,95 @@ class Store:
         # id -> Row text of committed lines not indexed yet (a cache: the documents hold the same)
         self._fts_texts: dict[int, str] = {}
         self.write_problem: str | None = None  # why the last write failed; None once one succeeds
-        self._write_failures = RepeatedFailureLog(log, clock)
-        self._checkpoint_failures = RepeatedFailureLog(log, clock)
+        self._write_failures = ThrottledFailureLog(log, clock)
+        self._checkpoint_failures = ThrottledFailureLog(log, clock)
+        # Failures of writes this store logged: a caller (a log reader) does not log them again.
+        self._reported: weakref.WeakSet[BaseException] = weakref.WeakSet()
         metrics.STORE_WRITABLE.set(1)
 
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Open (creating if needed) and migrate the store."""
+        """Open (creating if needed) and migrate the store; with `exclusive`, take its lock first,
+        before anything is written to it (StoreLocked if another process holds it)."""
+        if self._exclusive and self._lock_fd is None:
+            self._lock_fd = _lock_exclusively(self.path)
+        try:
+            await self._open()
+        except BaseException:
+            self._unlock()  # the daemon exits on this; a caller that retries must find it free
+            raise
+
+    async def _open(self) -> None:
         schema.create_private(self.path)
 
-        def _open() -> tuple[int, str]:
+        def _connect() -> tuple[int, str]:
             conn = schema.connect(str(self.path))
             schema.migrate(conn)
             conn.execute(f"PRAGMA wal_autocheckpoint = {WRITER_CHECKPOINT_PAGES}")
             self._writer = conn
             return L.head_id(conn), S.store_id(conn)
 
-        self.head_id, self.store_id = await asyncio.get_running_loop().run_in_executor(self._writer_pool, _open)
+        self.head_id, self.store_id = await asyncio.get_running_loop().run_in_executor(self._writer_pool, _connect)
 
     async def aclose(self) -> None:
         """Close every connection; pending operations finish first."""
 
         def _close_writer() -> None:
-            if self._writer is not None:
-                self._writer.execute("PRAGMA optimize")
-                # The last copy into the database file: a store closed cleanly is whole without
-                # its -wal, even when another process holds it open (SQLite's own copy at close
-                # happens only in the last connection).
-                self._writer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                self._writer.close()
-                self._writer = None
+            conn, self._writer = self._writer, None
+            if conn is None:
+                return
+            # Upkeep, not needed for the data: `optimize` may run ANALYZE, and the last copy into
+            # the database file makes a store closed cleanly whole without its -wal, even when
+            # another process holds it open (SQLite's own copy at close happens only in the last
+            # connection). Both write: on a full disk they fail, and the committed writes stay in
+            # the WAL, where the next open finds them. Closing goes on regardless.
+            failed: list[str] = []
+            try:
+                for upkeep in ("PRAGMA optimize", "PRAGMA wal_checkpoint(PASSIVE)"):
+                    try:
+                        conn.execute(upkeep).fetchall()
+                    except sqlite3.Error as exc:
+                        failed.append(f"{upkeep}: {type(exc).__name__}: {exc}")
+            finally:
+                conn.close()
+            if failed:
+                log.warning(
+                    "the store's upkeep at close failed; nothing is lost (its last writes are in its "
+                    "-wal file, read at the next start)",
+                    extra={"errors": failed},
+                )
 
         self._checkpointer_open = False
         for timer in (self._later, self._cut):
             if timer is not None:
                 timer.cancel()
         self._later = self._cut = None
-        await self.checkpoint_finished()
-        await asyncio.get_running_loop().run_in_executor(self._writer_pool, _close_writer)
-        self._writer_pool.shutdown(wait=True)
-        self._checkpoint_pool.shutdown(wait=True)
-        if self._checkpointer is not None:
-            self._checkpointer.close()
-            self._checkpointer = None
-        self._reader_pool.shutdown(wait=True)
-        with self._readers_lock:
-            for conn in self._readers:
-                conn.close()
-            self._readers.clear()
+        # Each step runs whatever the one before raised: a writer left open (or a pool not shut
+        # down) kept the daemon from exiting cleanly on SIGTERM with a full disk.
+        try:
+            await self.checkpoint_finished()
+            await asyncio.get_running_loop().run_in_executor(self._writer_pool, _close_writer)
+        finally:
+            try:
+                self._writer_pool.shutdown(wait=True)
+                self._checkpoint_pool.shutdown(wait=True)
+                if self._checkpointer is not None:
+                    self._checkpointer.close()
+                    self._checkpointer = None
+                self._reader_pool.shutdown(wait=True)
+                with self._readers_lock:
+                    for conn in self._readers:
+                        conn.close()
+                    self._readers.clear()
+            finally:
+                self._unlock()
+
+    def _unlock(self) -> None:
+        """Give the store's lock back (closing the descriptor releases the flock)."""
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            os.close(fd)
 
     @property
     def is_open(self) -> bool:
@@ -323,7 +425,10 @@ class Store:
             return
         if (exc := done.exception()) is not None:
             # The next write tries again; the writer's own checkpoint bounds the WAL meanwhile.
-            self._checkpoint_failures.failure("a checkpoint of the store failed", exc)
+            # A store failure (a full disk) is known; anything else gets its traceback.
+            self._checkpoint_failures.failure(
+                "a checkpoint of the store failed", exc, traceback=write_failure_reason(exc) is None
+            )
             return
         self._checkpoint_failures.ok("the store's checkpoints work again")
         if done.result() and self._cut is None and self._checkpointer_open:
@@ -349,7 +454,13 @@ class Store:
         self.write_problem = reason
         metrics.STORE_WRITABLE.set(0)
         metrics.STORE_WRITE_FAILURES.labels("disk_full" if is_disk_full(exc) else "other").inc()
+        # `reason` says it all (SQLite's own failure, no bug of ours): no traceback.
         self._write_failures.failure("a store write failed", exc, {"reason": reason})
+        self._reported.add(exc)
+
+    def reported(self, exc: BaseException) -> bool:
+        """Whether `exc` is a failed write this store logged (a caller need not log it again)."""
+        return exc in self._reported
 
     def _reader(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)

@@ -8,6 +8,8 @@ Destinations are declared in the config file, so a SIGHUP can add one.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import shutil
 import signal
@@ -221,6 +223,59 @@ def test_sighup_keeps_the_old_config_when_the_new_is_broken_and_adds_a_destinati
         d.close()
         loop.run(a.aclose())
         loop.run(b.aclose())
+
+
+def test_signals_during_the_drain_sighup_is_ignored_and_a_second_sigint_forces_the_stop(
+    tmp_path: Path, loop: LoopThread
+) -> None:
+    # Run for real, a SIGHUP during the drain ended the daemon (rc 129, nothing logged) and a second
+    # SIGINT ended it with rc 130 and asyncio's 'Unclosed client session'.
+    recv = start_receiver(loop, SECRET_A)
+    d, w = make_daemon(tmp_path, "[delivery]\nshutdown_grace_seconds = 60\n" + webhook_toml("a", recv.url, "SECRET_A"))
+    release = threading.Event()
+
+    async def held(*_: object) -> None:  # answered only once the test releases it
+        await asyncio.get_running_loop().run_in_executor(None, release.wait)
+
+    try:
+        d.start(env={"SECRET_A": SECRET_A})
+        assert d.proc is not None
+        ready = [json.loads(x) for x in d.log_path.read_text().splitlines() if '"forwarder ready"' in x]
+        assert ready and ready[0]["version"]
+        recv.script.append(held)
+        w.entries(101)  # the 101st ends the 100th; it may stay pending in the reader
+        poll_until(lambda: len(recv.deliveries) >= 1, what="the held request")
+        first = recv.deliveries[0]
+
+        def logged(text: str) -> bool:
+            return text in d.log_path.read_text()
+
+        d.proc.send_signal(signal.SIGTERM)
+        poll_until(lambda: logged("waiting for deliveries in flight"), what="the drain")
+        d.proc.send_signal(signal.SIGHUP)  # logrotate's postrotate, or `systemctl reload`
+        poll_until(lambda: logged("SIGHUP while stopping: ignored"), what="the ignored SIGHUP")
+        assert d.proc.poll() is None, "a SIGHUP during the drain ended the daemon"
+        d.proc.send_signal(signal.SIGINT)
+        code = d.proc.wait(30)
+        d.proc = None
+        text = d.log_path.read_text()
+        assert code == 130, text[-3000:]  # 128 + SIGINT, as documented
+        records = [json.loads(x) for x in text.splitlines() if x.startswith("{")]
+        [cut] = [r for r in records if r["msg"].startswith("deliveries in flight cut off by a forced stop")]
+        assert cut["destination_ids"] == ["a"] and cut["lines_in_flight"] == len(first.ids)
+        assert records[-1]["msg"] == "forwarder stopped" and records[-1]["forced_by"] == "SIGINT"
+        assert "Unclosed client session" not in text and "Traceback" not in text
+        release.set()
+
+        # The batch cut off is resent, under the same delivery id, after the restart.
+        d.start(env={"SECRET_A": SECRET_A})
+        poll_until(lambda: any(x.delivery_id == first.delivery_id for x in recv.accepted), what="the resend")
+        assert d.stop() == 0
+    finally:
+        release.set()
+        w.close()
+        d.close()
+        loop.run(recv.aclose())
 
 
 def api_status(d: DaemonProcess, method: str, path: str) -> tuple[int, bytes]:

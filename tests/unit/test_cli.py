@@ -523,3 +523,101 @@ def test_check_config_names_a_duplicate_database_by_its_toml_path(tmp_path: Path
         f"{path}: databases[1].id: duplicate database id 'main'",
         f"{path}: databases[1].name: duplicate database name 'a'",
     ]
+
+
+def test_run_refuses_a_log_level_from_the_environment_that_is_no_level(tmp_path: Path) -> None:
+    # argparse checks --log-level's choices, never an env default's: `verbose` reached logging and
+    # ended in a traceback (exit 1) once the config had loaded.
+    cfg = tmp_path / "f.toml"
+    cfg.write_text(
+        f'[server]\nhost = "127.0.0.1"\nport = 0\n[store]\npath = "{tmp_path / "s.db"}"\n'
+        f'[security]\nsecrets_key_file = "{tmp_path / "k"}"\n'
+    )
+    out = run("run", "--config", str(cfg), env={"FORWARDER_LOG_LEVEL": "verbose"})
+    assert out.returncode == 2, out.stderr
+    assert out.stderr == (
+        "forwarder run: FORWARDER_LOG_LEVEL='verbose' is not a log level; use one of debug, info, warning, error\n"
+    )
+    assert not (tmp_path / "s.db").exists()  # refused before anything started
+    # Any case is a level; the flag wins over the variable.
+    broken = tmp_path / "broken.toml"
+    broken.write_text(BROKEN)
+    assert run("run", "--config", str(broken), env={"FORWARDER_LOG_LEVEL": "WARNING"}).returncode == 78
+    flagged = run("run", "--config", str(broken), "--log-level", "info", env={"FORWARDER_LOG_LEVEL": "verbose"})
+    assert flagged.returncode == 78
+    assert run("run", "--config", str(cfg), "--log-level", "verbose").returncode == 2
+
+
+def test_run_logs_a_bad_config_as_one_json_record_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
+    # A JSON log pipeline (journald, a container's log) dropped the plain-text lines.
+    path = tmp_path / "broken.toml"
+    path.write_text(BROKEN)
+    out = run("run", "--config", str(path))
+    assert out.returncode == 78
+    [line] = out.stderr.splitlines()
+    record = json.loads(line)
+    assert {"time", "level", "logger", "msg"} <= set(record)  # the shape of every daemon log line
+    assert record["level"] == "error" and record["msg"] == "config invalid; the daemon does not start"
+    assert record["path"] == str(path)
+    assert "store.retention_days: Input should be greater than 0" in record["problems"]
+    assert "server.colour: Extra inputs are not permitted" in record["problems"]
+    # check-config is a command for people: plain text wherever its stderr goes.
+    checked = run("check-config", str(path))
+    assert checked.returncode == 78 and f"{path}: store.retention_days: " in checked.stderr
+    assert not checked.stderr.startswith("{")
+
+
+def test_run_prints_a_bad_config_as_text_on_a_terminal(tmp_path: Path) -> None:
+    import pty
+
+    path = tmp_path / "broken.toml"
+    path.write_text(BROKEN)
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.run(
+            [*FORWARDER, "run", "--config", str(path)], stderr=slave, stdout=subprocess.DEVNULL, timeout=60
+        )
+        os.close(slave)
+        slave = -1
+        text = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the terminal's other end is closed and everything was read
+                break
+            if not chunk:
+                break
+            text += chunk
+    finally:
+        if slave != -1:
+            os.close(slave)
+        os.close(master)
+    assert proc.returncode == 78
+    lines = text.decode().splitlines()
+    assert f"{path}: store.retention_days: Input should be greater than 0" in lines
+    assert not any(line.startswith("{") for line in lines)
+
+
+def test_run_ignores_sighup_from_its_first_moment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # SIGHUP's default action ended the daemon when logrotate or `systemctl reload` sent one before
+    # Daemon.run() had installed its handler (while the config loaded, the modules imported, the
+    # store migrated). Daemon.run() takes it over from there (tests/unit/test_app_run.py).
+    import signal
+
+    from forwarder import cli
+    from forwarder.config import ConfigError
+
+    seen: list[object] = []
+
+    def load(path: str, read_secrets: bool = True) -> object:
+        seen.append(signal.getsignal(signal.SIGHUP))
+        raise ConfigError(["server.port: stop here"])
+
+    before = signal.getsignal(signal.SIGHUP)
+    monkeypatch.setattr(cli, "load_config", load)
+    monkeypatch.setattr(cli, "report_config_error", lambda *_: None)
+    try:
+        assert cli.main(["run", "--config", str(tmp_path / "f.toml")]) == 78
+    finally:
+        signal.signal(signal.SIGHUP, before)
+    assert seen == [signal.SIG_IGN]

@@ -78,16 +78,16 @@ async def test_a_full_store_closes_the_dropped_readers_logs_at_a_bounded_rate_an
     assert store.write_problem is not None and store.write_problem.startswith("disk full")
     assert sample("forwarder_store_writable") == 0
     assert sample("forwarder_store_write_failures_total", {"reason": "disk_full"}) - full_before == polls
-    # One report each from the follower and the store, with its traceback; no line per failure.
+    # One report, from the store, with the details and no traceback (SQLite's failure, not a bug):
+    # the follower read the log fine and does not report the store's failure as its own.
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
-    assert [r.getMessage() for r in errors] == ["reading the log failed", "a store write failed"] or [
-        r.getMessage() for r in errors
-    ] == ["a store write failed", "reading the log failed"]
+    assert [r.getMessage() for r in errors] == ["a store write failed"]
+    assert errors[0].exc_info is None and "database or disk is full" in errors[0].__dict__["error"]
 
-    clock.advance(61)  # a minute on: one summary line each, without a traceback
+    clock.advance(61)  # a minute on: one summary line, without a traceback
     await f.poll_or_start_over()
-    again = [r for r in caplog.records if r.levelno >= logging.ERROR][2:]
-    assert len(again) == 2 and all(r.exc_info is None and "again, 10 times" in r.getMessage() for r in again)
+    again = [r for r in caplog.records if r.levelno >= logging.ERROR][1:]
+    assert len(again) == 1 and all(r.exc_info is None and "again, 10 times" in r.getMessage() for r in again)
 
     await limit_pages(store, 1 << 30)  # space is freed
     await f.poll_or_start_over()
@@ -96,7 +96,7 @@ async def test_a_full_store_closes_the_dropped_readers_logs_at_a_bounded_rate_an
     assert store.write_problem is None and sample("forwarder_store_writable") == 1
     assert await all_messages(store) == [f'relation "t{i}" does not exist' for i in range(n)]
     assert await worker.reader_count() == 0  # drained: closed
-    assert "the store writes again" in caplog.messages and "reading the log works again" in caplog.messages
+    assert "the store writes again" in caplog.messages and "reading the log failed" not in caplog.messages
 
 
 async def test_the_status_says_reading_again_with_the_first_write_that_works(
