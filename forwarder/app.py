@@ -204,6 +204,7 @@ class Daemon:
         self._ask_task = self._supervised(expiry.run(), "ask-expiry")
         self.api = ApiServer(self._ctx)
         await self.api.start()
+        metrics.CONFIG_RELOAD_TIME.set(self.clock.now())
         log.info(
             "forwarder ready",
             extra={
@@ -348,6 +349,9 @@ class Daemon:
                     self._reload.clear()
                     self._notifier.reloading("reloading the config")
                     reloaded = await self.reload()
+                    metrics.CONFIG_RELOAD_SUCCESSFUL.set(1 if reloaded else 0)
+                    if reloaded:
+                        metrics.CONFIG_RELOAD_TIME.set(self.clock.now())
                     # READY=1 ends the reload either way (sd_notify(3) has no "reload failed"); a
                     # broken file fails `systemctl reload` through the unit's check-config ExecReload=.
                     self._notifier.notify("READY=1", self._serving_status(reload_failed=not reloaded))

@@ -46,6 +46,19 @@ PlatformCollector(registry=REGISTRY)
 
 BUILD_INFO: Final = Gauge("forwarder_build_info", "Always 1; the running version.", ("version",), registry=REGISTRY)
 BUILD_INFO.labels(version()).set(1)
+# As Prometheus' own prometheus_config_last_reload_successful: a SIGHUP with a broken file keeps the
+# running config, and only the log (and systemd's STATUS) said so.
+CONFIG_RELOAD_SUCCESSFUL: Final = Gauge(
+    "forwarder_config_last_reload_successful",
+    "1 if the last config reload (SIGHUP) was applied, 0 if the file was refused and the running config stayed.",
+    registry=REGISTRY,
+)
+CONFIG_RELOAD_SUCCESSFUL.set(1)
+CONFIG_RELOAD_TIME: Final = Gauge(
+    "forwarder_config_last_reload_success_timestamp_seconds",
+    "When the config was last loaded (start or reload), as a Unix time.",
+    registry=REGISTRY,
+)
 
 # --- ingest: reading PostgreSQL's logs -------------------------------------------------------
 

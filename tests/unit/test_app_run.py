@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from forwarder import metrics
 from forwarder.app import Daemon, StopForced
 from forwarder.clock import FakeClock
 from forwarder.config import load_config
@@ -132,12 +133,14 @@ async def test_a_rejected_reload_says_so_in_status_and_reloading_carries_monoton
         assert failed[0] == "READY=1"
         assert failed[1] == f"{serving}; the config reload failed, the previous config still runs"
         assert logged(caplog, "config reload failed")
+        assert metrics.REGISTRY.get_sample_value("forwarder_config_last_reload_successful") == 0
 
         # A good file again: the status is the plain one.
         write_config(tmp_path)
         armed(signal.SIGHUP, before)
         assert (await message(listener))[0] == "RELOADING=1"
         assert await message(listener) == ["READY=1", serving]
+        assert metrics.REGISTRY.get_sample_value("forwarder_config_last_reload_successful") == 1
     finally:
         daemon.request_stop()
         await asyncio.wait_for(running, 30)

@@ -47,6 +47,8 @@ COUNTERS = {
 }
 GAUGES = {
     "forwarder_build_info",
+    "forwarder_config_last_reload_successful",
+    "forwarder_config_last_reload_success_timestamp_seconds",
     "forwarder_ingest_source_up",
     "forwarder_ingest_last_read_timestamp_seconds",
     "forwarder_store_size_bytes",
