@@ -16,6 +16,7 @@ import re
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import get_args
 
 import orjson
@@ -149,6 +150,14 @@ def cmd_keys(args: argparse.Namespace) -> int:
         )
         return EX_USAGE
     config = load_or_exit(args.config, read_secrets=False)  # only the store's path is needed
+    if args.keys_command != "create" and not Path(config.store.path).exists():
+        # Listing or revoking keys of a store that does not exist is a mistyped path (or config):
+        # say so rather than create an empty store there. `create` may come before the first start.
+        print(
+            f"forwarder keys {args.keys_command}: no store at {config.store.path} (store.path in {args.config})",
+            file=sys.stderr,
+        )
+        return EX_FAILED
     conn = open_sync(config.store.path)
     now_us = int(datetime.now(tz=UTC).timestamp() * 1_000_000)
     try:

@@ -285,7 +285,8 @@ def _print_overview(data: dict[str, Any]) -> None:
     counts = {k: v for k, v in data["counts_24h"].items() if v}
     _say("  last 24h   " + (", ".join(f"{k}={v}" for k, v in counts.items()) or "no lines"))
     r, u = data["retention"], data["usage_today"]
-    _say(f"  retention  {r['days']} days, {r['store_bytes']}/{r['max_bytes']} bytes, oldest {r['oldest_time']}")
+    oldest = r["oldest_time"] or "none (no lines stored)"
+    _say(f"  retention  {r['days']} days, {r['store_bytes']}/{r['max_bytes']} bytes, oldest {oldest}")
     _say(f"  today      {u['lines']} lines, {u['bytes']} bytes read")
 
 
@@ -331,7 +332,8 @@ def _delivery_state(d: dict[str, Any]) -> str:
         state = f"failing ({s['attempts']} attempts, next {s['next_attempt_at']})"
     else:
         state = "ok"
-    return f"{state}; lag {s['lag_lines']} lines, oldest {s['oldest_undelivered_age_seconds']} s"
+    age = s["oldest_undelivered_age_seconds"]
+    return f"{state}; lag {s['lag_lines']} lines" + (f", oldest {age} s" if age is not None else "")
 
 
 def destinations_command(args: argparse.Namespace) -> int:

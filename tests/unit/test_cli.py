@@ -195,6 +195,15 @@ def test_keys_create_list_revoke(tmp_path: Path) -> None:
     assert run("keys", "revoke", record["id"], "--config", str(cfg)).returncode == 1
 
 
+def test_keys_list_of_a_store_that_does_not_exist_says_so_and_creates_nothing(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[store]\npath = "{tmp_path / "typo.db"}"\n')
+    for argv in (("keys", "list"), ("keys", "revoke", "k_1")):
+        out = run(*argv, "--config", str(cfg))
+        assert out.returncode == 1 and f"no store at {tmp_path / 'typo.db'}" in out.stderr
+    assert not (tmp_path / "typo.db").exists()
+
+
 # Dated an hour ago, never on a fixed day: the overview counts the last 24 hours (and the store's
 # retention deletes lines older than a week), so a fixed date makes the suite fail once it passes.
 T0 = int(time.time()) - 3600
@@ -511,6 +520,7 @@ def test_every_printer_escapes_what_the_server_sends(
         out = capsys.readouterr().out
         assert "\\x1b]0;PWNED\\x07" in out, argv
         assert not [c for c in out if c in RAW_CONTROLS], argv
+        assert "None" not in out, argv  # an empty store's oldest line is said in words
 
 
 def test_check_config_names_a_duplicate_database_by_its_toml_path(tmp_path: Path) -> None:
