@@ -370,7 +370,8 @@ def _normalize_statement(sql: str, with_fingerprint: bool) -> tuple[str, bool, s
         else _LEFTOVER(parsed) is not None
     ):
         parsed, _ = scrub(parsed)
-    if parsed[:6].upper() == "ALTER ":
+    # (the first letter first: every statement passes here)
+    if parsed[:1] in _ALTER_FIRST and parsed[:6].upper() == "ALTER ":
         parsed = setting_values_removed(parsed)
     # (libpg_query writes a national string N'x' as N$1, keeping the N: harmless, and looking
     # for it would cost as much as the checks above.)
@@ -387,6 +388,9 @@ _SETTING_VALUE: Final = re.compile(
     r"(?!DEFAULT\s*(?:;|\Z))(?!\$\d+(?:\s*,\s*\$\d+)*\s*(?:;|\Z))[^;]+?(\s*(?:;|\Z))",
     re.IGNORECASE,
 )
+
+
+_ALTER_FIRST: Final = ("a", "A")
 
 
 def setting_values_removed(sql: str) -> str:
