@@ -286,6 +286,29 @@ class _Handler(RequestHandler):
         else:
             super().log_exception(*args, **kw)
 
+    def handle_error(
+        self, request: BaseRequest, status: int = 500, exc: BaseException | None = None, message: str | None = None
+    ) -> web.StreamResponse:
+        """A request that never reached the app (aiohttp refused its request line or headers, or
+        its handler failed before answering): the API's JSON error shape (docs/api.md, "Every
+        error is JSON") instead of aiohttp's text/plain page, with a fixed message (the request's
+        bytes are never echoed)."""
+        if getattr(self, "_request_count", 0) == 1 and isinstance(exc, BadHttpMethod):
+            # A TLS hello or other non-HTTP bytes on a fresh connection: common, logged at debug
+            # (through AIOHTTP_LOG's filter, without the bytes), as aiohttp does.
+            self.logger.debug("Error handling request from %s", request.remote, exc_info=exc)
+        else:
+            self.log_exception("Error handling request from %s", request.remote, exc_info=exc)
+        if request.writer.output_size > 0:  # an answer was begun: nothing more can be said
+            raise ConnectionError("Response is sent already, cannot send another response with the error message")
+        if isinstance(exc, HttpProcessingError) and 400 <= status < 500:
+            error = ApiError(status, "bad_request", f"malformed request: {malformed_reason(exc)}")
+        else:
+            error = ApiError(500, "internal", "internal error; see the daemon's log")
+        response = error.response()
+        response.force_close()  # aiohttp closes the connection after a request it could not read
+        return response
+
 
 class _Refused(asyncio.Protocol):
     """A connection past the cap: closed as soon as it is made, without reading a byte."""

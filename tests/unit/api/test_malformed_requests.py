@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import logging
 
+import orjson
 import pytest
 
 from tests.unit.api.conftest import Api
@@ -19,14 +20,17 @@ LONG = 9_000  # past aiohttp's 8190-byte limits of the request line and of a hea
 
 async def exchange(api: Api, raw: bytes) -> bytes:
     """Send `raw` on a new connection; the first line of the answer."""
+    return (await answer(api, raw)).split(b"\r\n", 1)[0] + b"\r\n"
+
+
+async def answer(api: Api, raw: bytes) -> bytes:
+    """Send `raw` on a new connection; the whole answer (the server closes the connection)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", api.daemon.port)
     try:
         writer.write(raw)
         await writer.drain()
         async with asyncio.timeout(10):
-            status = await reader.readline()
-            await reader.read()  # the rest of the answer, then the server closes
-        return status
+            return await reader.read()
     finally:
         writer.close()
         with contextlib.suppress(OSError):
@@ -78,3 +82,12 @@ async def test_a_malformed_request_is_logged_by_its_kind_never_by_its_bytes(
     assert not [p for p in PIECES if p in caplog.text]
     refused = [r for r in caplog.records if r.getMessage() == "malformed request refused"]
     assert [getattr(r, "reason", None) for r in refused] == [reason]
+
+
+@pytest.mark.parametrize("case", CASES)
+async def test_a_malformed_request_gets_the_apis_json_error(api: Api, case: str) -> None:
+    """docs/api.md: every error is JSON, also for a request aiohttp refuses before the app runs."""
+    raw, reason = CASES[case]
+    head, _, body = (await answer(api, raw)).partition(b"\r\n\r\n")
+    assert b"\r\ncontent-type: application/json" in head.lower(), head
+    assert orjson.loads(body) == {"error": {"code": "bad_request", "message": f"malformed request: {reason}"}}
