@@ -93,7 +93,8 @@ class RepeatedFailureLog:
         self._repeats += 1
         if now - self._last_logged >= self._interval:
             fields.update(error=f"{type(exc).__name__}: {exc}", repeats=self._repeats)
-            self._log.error(f"{msg} (again, {self._repeats} times since the last report)", extra=fields)
+            # The message stays the same (a log pipeline groups by it); the count is a field.
+            self._log.error(msg, extra=fields)
             self._last_logged = now
             self._repeats = 0
 
@@ -153,7 +154,6 @@ class ThrottledFailureLog:
         fields = {**(extra or {}), "error": f"{type(exc).__name__}: {exc}"}
         if self._repeats or self._recoveries:  # counted as RepeatedFailureLog does: this one too
             fields.update(repeats=self._repeats + 1, recoveries=self._recoveries)
-            msg = f"{msg} (again, {self._repeats + 1} times since the last report)"
         self._log.error(msg, exc_info=exc if traceback else None, extra=fields)
         self._last_logged = now
         self._reported = True
