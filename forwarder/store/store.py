@@ -244,9 +244,14 @@ class Store:
         schema.create_private(self.path)
 
         def _connect() -> tuple[int, str]:
-            conn = schema.connect(str(self.path))
-            schema.migrate(conn)
-            conn.execute(f"PRAGMA wal_autocheckpoint = {WRITER_CHECKPOINT_PAGES}")
+            try:
+                conn = schema.connect(str(self.path))
+                schema.migrate(conn)
+                conn.execute(f"PRAGMA wal_autocheckpoint = {WRITER_CHECKPOINT_PAGES}")
+            except sqlite3.DatabaseError as exc:
+                # "file is not a database", "database disk image is malformed": say which file
+                # (store.path), or the operator is left to guess.
+                raise type(exc)(f"the store {self.path}: {exc}") from exc
             self._writer = conn
             return L.head_id(conn), S.store_id(conn)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -101,3 +102,12 @@ async def test_a_store_held_by_another_process_is_refused_and_freed_when_it_is_k
             if holder.poll() is None:
                 holder.kill()
                 holder.wait()
+
+
+async def test_a_store_file_that_is_not_a_database_is_named_in_the_error(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    path.write_bytes(b"not a database, " * 512)
+    store = Store(StoreConfig(path=str(path)), FakeClock(), exclusive=True)
+    with pytest.raises(sqlite3.DatabaseError, match=f"the store {path}: file is not a database"):
+        await store.start()
+    await store.aclose()
