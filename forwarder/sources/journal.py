@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from forwarder.clock import Clock
 from forwarder.config import DatabaseConfig, LogSourceConfig
+from forwarder.logsetup import ThrottledFailureLog
 from forwarder.sources.follower import DISABLED, Follower, SourceStatus
 from forwarder.sources.parsing import AsyncReader, ParseWorker, ReaderSpec, WorkerStartError
 from forwarder.sources.tail import MISMATCH_LINES
@@ -104,6 +105,8 @@ class JournalFollower(Follower):
         super().__init__(db, identity, store, clock, worker, log)
         self._reader: AsyncReader | None = None
         self.where = db.log.source()
+        # journalctl missing (journalctl_path) or exiting: its words say why, no traceback
+        self._journal_failures = ThrottledFailureLog(log, clock)
 
     def _open_readers(self) -> list[AsyncReader]:
         return [] if self._reader is None else [self._reader]
@@ -133,6 +136,8 @@ class JournalFollower(Follower):
                     self._worker_failures.failure(
                         "the parse worker cannot start; reading waits and tries again", exc, where
                     )
+                elif isinstance(exc, JournalUnavailable):  # journalctl missing or failing: said in its words
+                    self._journal_failures.failure("journalctl fails; reading waits and tries again", exc, where)
                 elif not self._store.reported(exc):  # a failed store write was logged by the store
                     self._failures.failure("reading the journal failed", exc, where)
                 reason = str(exc) if isinstance(exc, JournalUnavailable | WorkerStartError) else None
@@ -173,6 +178,7 @@ class JournalFollower(Follower):
         errors = asyncio.create_task(_tail_of(proc.stderr))
         self._reader = session.reader
         self.status = SourceStatus("reading", self.where)
+        self._journal_failures.ok("journalctl runs again", {"database_id": self.db.id})
         ended = False
         try:
             while not self._stopping and self.enabled:

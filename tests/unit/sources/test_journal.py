@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import re
 import sys
@@ -183,12 +184,18 @@ async def test_a_stop_while_an_entry_is_pending_stores_the_cursor_before_it(stor
     await run.stop()
 
 
-async def test_journalctl_missing_is_shown_and_retried_never_a_crash(store: Store, tmp_path: Path) -> None:
+async def test_journalctl_missing_is_shown_and_retried_never_a_crash(
+    store: Store, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     missing = tmp_path / "no-such-journalctl"
     run = await start(store, missing, FakeClock())
     await until(lambda: _state(run, "error"))
     assert run.follower.status.reason is not None and "cannot run" in run.follower.status.reason
     assert str(missing) in run.follower.status.reason
+    # logged in its own words, without a traceback (a setting to fix, not a bug)
+    [failed] = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert failed.getMessage() == "journalctl fails; reading waits and tries again" and failed.exc_info is None
+    assert str(missing) in failed.__dict__["error"]
     # It appears later: the next try (after a second) reads it.
     journal = Journal(tmp_path)
     journal.append(RECORDED)
