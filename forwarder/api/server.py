@@ -423,8 +423,12 @@ class ApiServer:
 
     async def start(self) -> None:
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._ctx.config.server.host, self._ctx.config.server.port)
-        await site.start()
+        host, port = self._ctx.config.server.host, self._ctx.config.server.port
+        site = web.TCPSite(self._runner, host, port)
+        try:
+            await site.start()
+        except OSError as exc:  # a port in use, a host that does not resolve or is not this machine's
+            raise OSError(exc.errno, f"cannot listen on server.host {host!r}, server.port {port}: {exc}") from exc
         server = site._server
         sockets = getattr(server, "sockets", None) or []
         self.port = sockets[0].getsockname()[1] if sockets else self._ctx.config.server.port

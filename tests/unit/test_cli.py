@@ -362,6 +362,18 @@ def test_run_exits_3_when_it_cannot_start(tmp_path: Path) -> None:
         out = run("run", "--config", str(cfg))
     assert out.returncode == 3, out.stderr
     assert "startup failed" in out.stderr and "address already in use" in out.stderr.lower()
+    assert f"server.host '127.0.0.1', server.port {port}" in out.stderr  # which setting to change
+
+
+def test_run_names_the_setting_when_its_host_is_not_this_machines(tmp_path: Path) -> None:
+    cfg = tmp_path / "f.toml"
+    cfg.write_text(
+        '[server]\nhost = "192.0.2.1"\nport = 0\n'  # TEST-NET-1 (RFC 5737): no machine's address, no traffic
+        f'[store]\npath = "{tmp_path / "s.db"}"\n[security]\nsecrets_key_file = "{tmp_path / "k"}"\n'
+    )
+    out = run("run", "--config", str(cfg))
+    assert out.returncode == 3, out.stderr
+    assert "cannot listen on server.host '192.0.2.1', server.port 0" in out.stderr
 
 
 def test_status_and_destinations_test_read_the_running_daemon(tmp_path: Path) -> None:
