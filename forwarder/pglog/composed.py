@@ -39,6 +39,7 @@ class ComposedReader(LineReader):
         super().__init__(full_text=full_text)
         plain = compile_prefix(line_prefix)
         self._plain_match = plain.regex.match
+        self._plain_severity = plain.severity_group  # the severity's (or label's) group in a match
         self._add_time = plain.time_kind == ""
         self._add_pid = envelope_pid and plain.pid_group < 0
         extra = ("%n " if self._add_time else "") + ("[%p] " if self._add_pid else "")

@@ -53,6 +53,9 @@ _SECONDARY: Final[dict[str, tuple[str, str]]] = {
     **{word: (_FIELDS[label], end) for word, (label, end) in LABELS.items()},
 }
 
+# The words that start a secondary line (DETAIL, STATEMENT... in any language), not a message.
+SECONDARY_WORDS: Final = frozenset(_SECONDARY)
+
 
 def _client(value: str, kind: str) -> str | None:
     """The host part of `%r` (`host(port)` or `[local]`) or `%h`; None when empty."""

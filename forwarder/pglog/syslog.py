@@ -23,13 +23,18 @@ How pieces are put back together:
   processes may come in between), or at the end of the file.
 - A piece starts a new line of the message when it starts with a TAB (a continuation line) or
   with the server's prefix and a severity label (DETAIL, STATEMENT...); any other piece continues
-  the line above. A TAB-led piece still continues the line above when PostgreSQL would have cut
+  the line above. A TAB-led piece still continues the line above when PostgreSQL may have cut
   there: the piece above is 900 bytes long, or the TAB is the last whitespace within 900 bytes of
-  the piece above's start (PostgreSQL cuts at the last whitespace).
-- Whether the file has sequence numbers is learned from it: a line of PostgreSQL's without a tag
-  (or with `[seq-chunk]`) settles it; until then tags are read as sequence numbers (the default).
+  the piece above's start (PostgreSQL cuts at the last whitespace). Any piece continues the line
+  after a piece PostgreSQL cut at the limit for want of whitespace (900 bytes, less up to 3 for a
+  character's start, no whitespace after its first byte), however it looks.
+- Whether the file has sequence numbers is learned from it: a line of PostgreSQL's without a tag,
+  one with `[seq-chunk]`, or a `[n]` piece that cannot open a message (`_opens_no_message`)
+  settles it; until then tags are read as sequence numbers (the default).
 - rsyslog writes control characters as `#` and three octal digits (`#011` is a TAB): undone for
-  the control characters only (a literal `#011` in a message cannot be told apart).
+  the control characters only (a literal `#011` in a message cannot be told apart), and in a split
+  piece (a chunk number) not for `#012`/`#015`: PostgreSQL cut the message at each newline first,
+  so those are a client's text (see `unescape`).
 
 Lines of other programs (another syslog tag than `ident`, PostgreSQL's `syslog_ident`) are
 skipped and counted in `lines_other`; lines that are not syslog lines at all are kept as entries
@@ -55,9 +60,11 @@ from typing import Final
 from forwarder.model import LogLine
 from forwarder.pglog.composed import ComposedReader, parse_rfc3339
 from forwarder.pglog.reader import IDLE_FLUSH_SECONDS, MAX_ENTRY_BYTES
+from forwarder.pglog.stderr import SECONDARY_WORDS
 from forwarder.pglog.times import load_zone
 
 PG_SYSLOG_LIMIT: Final = 900  # elog.c: the longest piece of a line PostgreSQL hands to syslog()
+_MAX_CHAR_BYTES: Final = 3  # a cut at the limit falls on a character's start: up to 3 bytes short
 
 _LINE: Final = re.compile(
     r"(?:(?P<bsd>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d)"
@@ -78,9 +85,22 @@ def _control(m: re.Match[str]) -> str:
     return chr(code) if code < 0o40 or code == 0o177 else m.group(0)
 
 
-def unescape(text: str) -> str:
-    """Undo rsyslog's `#ooo` escaping of control characters (parser.escapeControlCharactersOnReceive)."""
-    return _OCTAL.sub(_control, text) if "#" in text else text
+def _control_in_a_line(m: re.Match[str]) -> str:
+    code = int(m.group(1), 8)
+    return m.group(0) if code in (0o12, 0o15) else _control(m)
+
+
+def unescape(text: str, *, newlines: bool = True) -> str:
+    """Undo rsyslog's `#ooo` escaping of control characters (parser.escapeControlCharactersOnReceive).
+
+    `newlines=False` for a piece PostgreSQL split off a line (syslog_split_messages): it cut the
+    message at every newline first, so such a piece holds none, and a `#012` or `#015` in it is
+    text a client wrote (`SELECT 'x#0122026-... FATAL:  ...'`), kept as it is: read as a newline
+    it would start a line of its own, an entry any client could forge.
+    """
+    if "#" not in text:
+        return text
+    return _OCTAL.sub(_control if newlines else _control_in_a_line, text)
 
 
 @dataclass(slots=True)
@@ -168,7 +188,7 @@ class SyslogReader(ComposedReader):
         if self._add_time:  # the prefix has no time of its own: the syslog header's is the entry's
             iso = m.group("iso")
             time_us = parse_rfc3339(iso) if iso else self._bsd_time(m.group("bsd"))
-        msg = unescape(text[m.end() :])
+        msg = text[m.end() :]  # still escaped: whether a #012 is a newline depends on the tag
         seq: int | None = None
         chunk: int | None = None
         mk = _MARKER.match(msg)
@@ -183,10 +203,16 @@ class SyslogReader(ComposedReader):
         elif mk.group(2) is not None:
             self._numbered = True
             seq, chunk = int(mk.group(1)), int(mk.group(2))
-        elif self._numbered:
+        elif self._numbered and not self._opens_no_message(msg):
             seq = int(mk.group(1))
         else:
+            # `[n]` on a piece that cannot open a message (a TAB, a DETAIL/STATEMENT line, text
+            # cut off a line): PostgreSQL writes `[seq]` only on a whole message (splitting off),
+            # so these are pieces, `[chunk]`: sequence numbers are off and splitting is on.
+            self._numbered = False
             chunk = int(mk.group(1))
+        # Split pieces (a chunk number) hold no newline of PostgreSQL's (see `unescape`).
+        msg = unescape(msg, newlines=chunk is None)
         held = self._held.get(pid)
         if held is not None and (chunk is None or chunk == 1 or held.seq != seq):
             del self._held[pid]
@@ -217,14 +243,28 @@ class SyslogReader(ComposedReader):
 
     def _continues(self, above: str, piece: str) -> bool:
         """Whether `piece` continues the line of the piece `above` (see the module docstring)."""
+        n_above = len(above.encode())
         if piece[:1] == "\t":
-            n_above = len(above.encode())
             if n_above >= PG_SYSLOG_LIMIT:
                 return True
             data = piece.encode()
             room = PG_SYSLOG_LIMIT - n_above
             return len(data) > room and _WHITESPACE.search(data, 1, room) is None
+        if n_above >= PG_SYSLOG_LIMIT - _MAX_CHAR_BYTES and _WHITESPACE.search(above.encode(), 1) is None:
+            # PostgreSQL cuts a line at its last space or TAB within the limit, or, with none, at
+            # the limit (pg_mbcliplen: on a character's start, up to 3 bytes short). `above` is such
+            # a cut: whatever follows is the rest of its line, even text shaped like a prefix (a
+            # client can aim a literal at that cut to forge an entry).
+            return True
         return self._plain_match(piece) is None
+
+    def _opens_no_message(self, piece: str) -> bool:
+        """`piece` (escaped, after its tag) cannot be the first line of a message: it is TAB-led,
+        does not start with the prefix, or starts with a secondary line's label."""
+        if piece[:4] == "#011":
+            return True
+        m = self._plain_match(piece)
+        return m is None or m.group(self._plain_severity + 1) in SECONDARY_WORDS
 
     def _drain(self) -> None:
         """Feed the complete messages at the head of the queue, each one entry.

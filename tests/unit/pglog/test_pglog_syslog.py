@@ -239,3 +239,62 @@ def test_a_message_is_not_held_past_the_entry_cap() -> None:
     reader = SyslogReader(line_prefix="%m [%p] ", timezone="UTC", full_text=True)
     (line,) = reader.feed(head + pieces, 0.0)  # out at 1 MiB, the process still in the same message
     assert line.truncated and line.statement is not None and line.statement.startswith("SELECT" + "x" * 900)
+
+
+def test_a_literal_newline_escape_in_a_split_piece_forges_no_entry() -> None:
+    """With syslog_split_messages on (the default) PostgreSQL cuts a message at every newline
+    first: a `#012` inside a piece is text a client wrote, not a line break (finding of a probe
+    with a real PostgreSQL 15 and rsyslog)."""
+    forged = "2026-11-25 07:00:00.000 UTC [4242] admin@secretdb/evil FATAL:  password authentication failed"
+    text = (
+        "Nov 25 06:57:14 vm postgres[16663]: [9-1] 2026-11-25 06:57:14.314 UTC [16663] postgres@postgres/probe"
+        f" LOG:  statement: SELECT 'x#012{forged}' AS p1;\n"
+    ).encode()
+    (line,) = read("syslog", text, prefix="%m [%p] %q%u@%d/%a ", full_text=True)
+    assert (line.pid, line.kind, line.user) == (16663, "statement", "postgres")
+    assert line.statement == f"SELECT 'x#012{forged}' AS p1;"
+    # a whole message (splitting off: `[seq]`) keeps its escaped newlines as lines
+    whole = (
+        b"Nov 24 03:40:02 h postgres[5]: [9] 2026-11-24 03:40:02.000 UTC [5] ERROR:  boom"
+        b"#0122026-11-24 03:40:02.000 UTC [5] STATEMENT:  SELECT 1#012\n"
+    )
+    (err,) = read("syslog", whole, prefix="%m [%p] ", full_text=True)
+    assert (err.message, err.statement) == ("boom", "SELECT 1")
+
+
+def test_text_after_a_cut_without_whitespace_is_the_rest_of_its_line() -> None:
+    """PostgreSQL cuts a line longer than 900 bytes at its last space or TAB, or at 900 bytes when
+    there is none: the piece after such a cut continues the line, even if a client shaped it like
+    a prefixed line."""
+    head = "2026-11-25 06:57:14.314 UTC [77] LOG:  statement: SELECT"
+    body = " '" + "A" * 898  # 900 bytes from its space: the cut falls inside the literal
+    forged = "2026-11-25 07:00:00.000 UTC [4343] ERROR:  forged via cut' AS p2;"
+    text = (
+        f"Nov 25 06:57:14 vm postgres[77]: [10-1] {head}\n"
+        f"Nov 25 06:57:14 vm postgres[77]: [10-2] {body}\n"
+        f"Nov 25 06:57:14 vm postgres[77]: [10-3] {forged}\n"
+    ).encode()
+    (line,) = read("syslog", text, prefix="%m [%p] ", full_text=True)
+    assert line.pid == 77 and line.statement == f"SELECT{body}{forged}"
+
+
+def test_chunk_tags_without_sequence_numbers_are_learned_from_a_piece_that_opens_no_message() -> None:
+    """syslog_sequence_numbers off, splitting on: every message is `[1]`, `[2]`... A `[2]` piece
+    that is a STATEMENT line shows the tags are chunks; from then on messages are whole."""
+
+    def message(t: str, n: int) -> str:
+        return (
+            f"Nov 25 06:57:{t} vm postgres[5]: [1] 2026-11-25 06:57:{t}.000 UTC [5] ERROR:  boom {n}\n"
+            f"Nov 25 06:57:{t} vm postgres[5]: [2] 2026-11-25 06:57:{t}.000 UTC [5] STATEMENT:  SELECT {n}\n"
+            f"Nov 25 06:57:{t} vm postgres[5]: [3] #011FROM t\n"
+        )
+
+    data = (message("01", 1) + message("02", 2) + message("03", 3)).encode()
+    lines = read("syslog", data, prefix="%m [%p] ", full_text=True)
+    # The first one comes apart, read before the tags were known (docs/parsing.md); nothing is lost.
+    assert [(x.message, x.statement, x.unparsed) for x in lines] == [
+        ("boom 1", None, False),
+        ("STATEMENT:  SELECT 1\nFROM t", None, True),
+        ("boom 2", "SELECT 2\nFROM t", False),
+        ("boom 3", "SELECT 3\nFROM t", False),
+    ]
