@@ -579,7 +579,9 @@ class AlertRuleConfig(_Section):
         None,
         description="Count only lines whose message, detail or statement contains this text (case-insensitive).",
     )
-    threshold: int = Field(ge=1, description="Lines in the window at which the rule fires.")
+    # At most MAX_JSON_INT: stored with the alert (SQLite's 64-bit integer) and shown by the API;
+    # 10**30 passed, then every evaluation of every rule failed on it (OverflowError).
+    threshold: int = Field(ge=1, le=MAX_JSON_INT, description="Lines in the window at which the rule fires.")
     window_seconds: int = Field(300, ge=60, le=3600, description="The window the lines are counted over, in seconds.")
     severity: Severity = Field("warning", description="info, warning or critical: shown with the alert.")
 

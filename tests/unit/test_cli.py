@@ -90,6 +90,10 @@ def test_check_config_refuses_numbers_no_setting_can_take(tmp_path: Path) -> Non
         "store.max_bytes": "Input should be less than or equal to 9007199254740991",
         "ask.builtin_monthly_questions": "Input should be less than or equal to 9007199254740991",
     }
+    # An alert's threshold is stored with its firing state (SQLite's 64-bit integer): 10**30 passed,
+    # and every evaluation of every rule failed from then on.
+    alert = '[[alerts]]\nid = "a"\nkinds = ["error"]\nthreshold = 1000000000000000000000000000000\n'
+    assert problems(alert) == {"alerts[0].threshold": "Input should be less than or equal to 9007199254740991"}
 
 
 def test_check_config_refuses_empty_addresses_and_paths_and_unprintable_names(tmp_path: Path) -> None:
