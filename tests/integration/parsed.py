@@ -18,3 +18,23 @@ def parsed_logs(cluster: PgCluster, fmt: Format, ext: str, *, prefix: str, full_
         reader = make_reader(fmt, line_prefix=prefix, timezone="UTC", full_text=full_text)
         lines += parse_stream(reader, [path.read_bytes()])
     return lines
+
+
+def differences(a: LogLine, b: LogLine) -> dict[str, tuple[object, object]]:
+    """The fields in which two lines differ, with both values."""
+    da, db = a._asdict(), b._asdict()
+    return {k: (da[k], db[k]) for k in da if da[k] != db[k]}
+
+
+def agreeing_lines(cluster: PgCluster, *, prefix: str, full_text: bool) -> list[LogLine]:
+    """The cluster's stderr, csvlog and jsonlog files read as the daemon reads them, asserted to
+    give the same lines (every stderr line in the format); returns them."""
+    stderr, csvlog, jsonlog = (
+        parsed_logs(cluster, fmt, ext, prefix=prefix, full_text=full_text) for fmt, ext in FORMATS
+    )
+    assert not [line for line in stderr if line.unparsed]
+    assert len(stderr) == len(csvlog) == len(jsonlog)
+    for s, c, j in zip(stderr, csvlog, jsonlog, strict=True):
+        assert differences(s, c) == {}, (s, c)
+        assert differences(s, j) == {}, (s, j)
+    return stderr

@@ -18,8 +18,7 @@ has it in csvlog/jsonlog but not after `%q` in stderr.
 
 from __future__ import annotations
 
-from forwarder.model import LogLine
-from tests.integration.parsed import FORMATS, parsed_logs
+from tests.integration.parsed import FORMATS, agreeing_lines, parsed_logs
 from tests.pgcluster import PgClusterFactory
 
 PREFIX = "%m [%p] %e %q%u@%d/%a %r "
@@ -52,11 +51,6 @@ SELECT 1 FROM accounts WHERE email = '{SECRET} ;
 '''
 
 
-def _differences(a: LogLine, b: LogLine) -> dict[str, tuple[object, object]]:
-    da, db = a._asdict(), b._asdict()
-    return {k: (da[k], db[k]) for k in da if da[k] != db[k]}
-
-
 def test_stderr_csvlog_and_jsonlog_give_the_same_lines(pg_cluster_factory: PgClusterFactory) -> None:
     cluster = pg_cluster_factory({"log_line_prefix": PREFIX})
     cluster.psql(WORKLOAD, app_name="formats")
@@ -69,13 +63,7 @@ def test_stderr_csvlog_and_jsonlog_give_the_same_lines(pg_cluster_factory: PgClu
     cluster.stop()  # every message written, in all three files: the lists are complete
 
     for full_text in (False, True):
-        stderr, csvlog, jsonlog = (
-            parsed_logs(cluster, fmt, ext, prefix=PREFIX, full_text=full_text) for fmt, ext in FORMATS
-        )
-        assert len(stderr) == len(csvlog) == len(jsonlog)
-        for s, c, j in zip(stderr, csvlog, jsonlog, strict=True):
-            assert _differences(s, c) == {}, (s, c)
-            assert _differences(s, j) == {}, (s, j)
+        agreeing_lines(cluster, prefix=PREFIX, full_text=full_text)
 
     lines = parsed_logs(cluster, "csvlog", "csv", prefix=PREFIX, full_text=True)
     assert not [line for line in lines if line.kind == "other" and line.pid is None]  # no malformed record
@@ -132,14 +120,7 @@ def test_a_database_name_holding_a_newline_keeps_its_sessions_lines(pg_cluster_f
     cluster.stop()
 
     for full_text in (False, True):
-        stderr, csvlog, jsonlog = (
-            parsed_logs(cluster, fmt, ext, prefix=PREFIX, full_text=full_text) for fmt, ext in FORMATS
-        )
-        assert not [line for line in stderr if line.unparsed]
-        assert len(stderr) == len(csvlog) == len(jsonlog)
-        for s, c, j in zip(stderr, csvlog, jsonlog, strict=True):
-            assert _differences(s, c) == {}, (s, c)
-            assert _differences(s, j) == {}, (s, j)
+        stderr = agreeing_lines(cluster, prefix=PREFIX, full_text=full_text)
         error = next(line for line in stderr if line.sqlstate == "22P02")
         assert (error.database, error.application) == (name, "newline")
         assert (SECRET in repr(error)) is full_text
