@@ -408,6 +408,19 @@ async def test_retention_during_a_partial_retry_drops_only_the_lines_not_deliver
     assert len(sink.sent) == 2 and set(behind).isdisjoint(i for s in sink.sent for i in s.ids)
 
 
+def retention_after_reading(env: Env, monkeypatch: pytest.MonkeyPatch, *, deletes: int) -> None:
+    """Make retention run (deleting `deletes` lines) right after the loop reads its next batch,
+    before the batch is stored as in flight."""
+    read = env.store.next_batch
+
+    async def read_then_retention(*args: Any) -> Any:
+        batch = await read(*args)
+        assert await env.store.retention_once() == deletes
+        return batch
+
+    monkeypatch.setattr(env.store, "next_batch", read_then_retention)
+
+
 async def test_retention_between_reading_a_batch_and_marking_it_in_flight_counts_each_line_once(
     env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -415,17 +428,9 @@ async def test_retention_between_reading_a_batch_and_marking_it_in_flight_counts
     env.clock.advance(RETENTION + 86400)
     new = await env.add(2, start=3)
     sent_before, dropped_before = sent_metric(), dropped_metric("retention")
-    read = env.store.next_batch
-
-    async def read_then_retention(*args: Any) -> Any:
-        batch = await read(*args)
-        # Retention runs after the loop read the batch, before it is stored as in flight: it counts
-        # the old lines as dropped (after the cursor, nothing in flight). Sent from the copy read,
-        # they would count as sent too.
-        assert await env.store.retention_once() == 3
-        return batch
-
-    monkeypatch.setattr(env.store, "next_batch", read_then_retention)
+    # Retention counts the old lines as dropped (after the cursor, nothing in flight). Sent from
+    # the copy read, they would count as sent too.
+    retention_after_reading(env, monkeypatch, deletes=3)
     sink = FakeSink()
     d = await env.deliverer(sink)
     await step(d)
@@ -441,14 +446,7 @@ async def test_retention_deleting_a_whole_batch_just_read_moves_the_cursor_past_
 ) -> None:
     ids = await env.add(3)
     env.clock.advance(RETENTION + 86400)
-    read = env.store.next_batch
-
-    async def read_then_retention(*args: Any) -> Any:
-        batch = await read(*args)
-        assert await env.store.retention_once() == 3
-        return batch
-
-    monkeypatch.setattr(env.store, "next_batch", read_then_retention)
+    retention_after_reading(env, monkeypatch, deletes=3)
     sink = FakeSink()
     d = await env.deliverer(sink)
     await step(d)

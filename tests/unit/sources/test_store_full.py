@@ -11,7 +11,7 @@ import pytest
 
 from forwarder import metrics
 from forwarder.clock import FakeClock
-from forwarder.config import DatabaseConfig, LogSourceConfig, StoreConfig
+from forwarder.config import DatabaseConfig, LogSourceConfig
 from forwarder.sources import tail
 from forwarder.sources.parsing import ParseWorker
 from forwarder.sources.tail import DatabaseFollower
@@ -25,19 +25,6 @@ PREFIX = "%m [%p] "
 
 def entry(i: int) -> bytes:
     return f'2026-11-22 10:00:{i % 60:02d}.000 UTC [{100 + i}] ERROR:  relation "t{i}" does not exist\n'.encode()
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-async def store(tmp_path: Path, clock: FakeClock) -> AsyncIterator[Store]:
-    s = Store(StoreConfig(path=tmp_path / "s.db"), clock)
-    await s.start()
-    yield s
-    await s.aclose()
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -72,19 +71,6 @@ async def test_closing_on_a_full_disk_closes_everything_and_keeps_the_writes(
         assert await reopened.verify_key(key) is not None  # the write is kept (read from the WAL)
     finally:
         await reopened.aclose()
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-async def store(tmp_path: Path, clock: FakeClock) -> AsyncIterator[Store]:
-    s = Store(StoreConfig(path=tmp_path / "s.db"), clock)
-    await s.start()
-    yield s
-    await s.aclose()
 
 
 async def test_a_flapping_full_disk_is_logged_once_a_minute_without_tracebacks(

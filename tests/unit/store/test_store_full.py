@@ -5,14 +5,12 @@ from __future__ import annotations
 import asyncio
 import errno
 import sqlite3
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import orjson
 import pytest
 
 from forwarder.clock import FakeClock
-from forwarder.config import DatabaseConfig, LogSourceConfig, StoreConfig
+from forwarder.config import DatabaseConfig, LogSourceConfig
 from forwarder.model import LogLine
 from forwarder.store import Store
 from forwarder.store import lines as L
@@ -27,19 +25,6 @@ from forwarder.store.store import (
     write_failure_reason,
 )
 from tests.harness import limit_pages
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-async def store(tmp_path: Path, clock: FakeClock) -> AsyncIterator[Store]:
-    s = Store(StoreConfig(path=tmp_path / "s.db"), clock)
-    await s.start()
-    yield s
-    await s.aclose()
 
 
 async def test_indexing_pauses_while_the_disk_is_full_and_catches_up_after(store: Store, clock: FakeClock) -> None:
