@@ -180,6 +180,7 @@ class Daemon:
                 self.clock,
                 retention_days=self.config.store.retention_days,
                 max_queries=self.config.insights.max_queries,
+                database_ids=[db.id for db in self.config.databases],
             )
             self._insights_task = self._supervised(self.insights.run(), "insights")
         self.alerts = AlertEvaluator(self.store, self.clock, self.config.alerts, self._database_codes())
@@ -414,6 +415,8 @@ class Daemon:
             await sync_declared(self._destination_ports(), merged.destinations)
         if self.alerts is not None:
             self.alerts.configure(merged.alerts, self._database_codes())
+        if self.insights is not None:  # a removed database's findings series go (and stay gone)
+            self.insights.configure(db.id for db in merged.databases)
         log.info("config reloaded", extra={"path": str(self.config_path)})
         return True
 

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -36,7 +37,7 @@ from forwarder import metrics
 from forwarder.clock import Clock, with_timeout
 from forwarder.insights import findings as F
 from forwarder.insights import queries as Q
-from forwarder.insights.model import Finding
+from forwarder.insights.model import Finding, FindingDraft
 from forwarder.insights.regression import QueryRegression
 from forwarder.insights.rules import RULES, Rule
 from forwarder.logsetup import RepeatedFailureLog
@@ -84,6 +85,7 @@ class Insights:
         rules: Mapping[str, Rule] | None = None,
         retention_days: float = 7,
         max_queries: int = Q.DEFAULT_MAX_QUERIES,
+        database_ids: Iterable[str] | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -91,6 +93,12 @@ class Insights:
         self._rules: dict[str, Rule] = dict(RULES if rules is None else rules)
         self._regression = QueryRegression()
         self._retention_us = int(max(retention_days, 1.0) * 86_400 * 1_000_000)
+        # How far behind a subject's newest line its ids and samples can still be in its window
+        # (F.apply): the rule's lookback and the minute rules.common.window rounds down to.
+        self._keep_us = {name: r.lookback_seconds * 1_000_000 + F.MINUTE_US for name, r in self._rules.items()}
+        # The configured databases, whose open findings `forwarder_findings_open` shows (None: every
+        # database the store knows). A database a reload removed keeps its rows, not its series.
+        self._configured: frozenset[str] | None = None if database_ids is None else frozenset(database_ids)
         wanted = set(QUERY_KINDS).union(*(r.kinds for r in self._rules.values()))
         self._kind_codes = sorted(KIND_CODE[k] for k in wanted)
         self._by_kind: dict[str, list[Rule]] = {k: [r for r in self._rules.values() if k in r.kinds] for k in KINDS}
@@ -161,7 +169,7 @@ class Insights:
         def _txn(c: sqlite3.Connection) -> dict[int, int]:
             Q.apply(c, batch.queries)
             forgotten = {db: Q.forget_least_used(c, db, self._max_queries) for db in databases}
-            F.apply(c, batch.observations)
+            F.apply(c, batch.observations, self._keep_us)
             c.execute("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", (CURSOR_KEY, upto))
             return forgotten
 
@@ -206,19 +214,34 @@ class Insights:
                     touched[key] = max(touched.get(key, 0), obs.time_us)
         return batch
 
-    async def _evaluate(self, subjects: Mapping[F.SubjectKey, int], now_us: int | None = None) -> None:
-        """Evaluate each subject at its newest observation (or at `now_us`: a sweep) and save."""
+    async def _evaluate(self, subjects: Mapping[F.SubjectKey, int]) -> None:
+        """Evaluate each subject at the time given (its newest line in a batch, the clock's now in a
+        sweep) or at its newest line ever if that is later, and save."""
         await self._known_databases({db for db, _, _ in subjects})
+        now_us = int(self._clock.now() * 1_000_000)
+        since_us = now_us - self._retention_us
 
         def _txn(c: sqlite3.Connection) -> None:
-            for (db, rule_name, subject), newest_us in subjects.items():
+            for (db, rule_name, subject), given_us in subjects.items():
                 rule = self._rules.get(rule_name)
                 database_id = self._db_ids.get(db)
                 if rule is None or database_id is None:
                     continue
-                at = newest_us if now_us is None else now_us
-                hist = F.history(c, db, database_id, rule_name, subject, rule.lookback_seconds * 1_000_000, at)
-                F.save(c, db, database_id, rule_name, subject, rule.evaluate(hist), at)
+                # Never before the newest line seen: an older line stored after newer ones must not
+                # move the window back (and resolve a current finding), and a line stamped ahead of
+                # our clock (a server clock ahead) must not be judged before it was written.
+                at = max(given_us, F.newest_us(c, db, database_id, rule_name, subject) or 0)
+                lookback_us = rule.lookback_seconds * 1_000_000
+                evaluate = functools.partial(
+                    _evaluate_at, c, rule, db, database_id, rule_name, subject, lookback_us, since_us
+                )
+                draft = evaluate(at)
+                F.save(c, db, database_id, rule_name, subject, draft, at)
+                if draft is not None and now_us - at > lookback_us and evaluate(now_us) is None:
+                    # A backlog of old lines: the finding is recorded as it was, but its window had
+                    # passed before they were read. It resolves when the rule would have resolved it.
+                    resolved_us = _resolved_at(evaluate, at, lookback_us, now_us)
+                    F.save(c, db, database_id, rule_name, subject, None, resolved_us)
 
         await self._store.write(_txn)
 
@@ -231,9 +254,9 @@ class Insights:
     async def _sweep(self) -> None:
         now_us = int(self._clock.now() * 1_000_000)
         open_subjects = await self._store.read(F.open_subjects)
-        # A subject's newest line may be newer than the clock (a server clock ahead of ours): never
-        # evaluate before what was seen.
-        await self._evaluate({key: now_us for key in open_subjects if key[1] in self._rules}, now_us)
+        # At now, or at a subject's newest line if that is later (a server clock ahead of ours):
+        # `_evaluate` never evaluates before what was seen.
+        await self._evaluate({key: now_us for key in open_subjects if key[1] in self._rules})
         pending, self._pending_queries = self._pending_queries, set()
         overflow, self._pending_overflow = self._pending_overflow, False
         await self._known_databases({db for db, _ in pending})
@@ -257,17 +280,29 @@ class Insights:
 
             await self._store.write(_evaluate)
         cutoff = now_us - self._retention_us
+        keep_us = max(self._keep_us.values(), default=0)
 
         def _forget(c: sqlite3.Connection) -> None:
             Q.forget_before(c, cutoff)
             c.execute("DELETE FROM insight_observations WHERE start_us < ?", (cutoff,))
+            # The ids and samples of the deleted lines too: never shown in a finding again.
+            F.forget_before(c, cutoff, keep_us)
 
         await self._store.write(_forget)
         await self._count_open()
 
+    def configure(self, database_ids: Iterable[str]) -> None:
+        """The configured databases from now on (a reload): only theirs are in forwarder_findings_open.
+
+        The caller removes a removed database's series (metrics.forget_database); the next sweeps
+        leave them out instead of setting them again.
+        """
+        self._configured = frozenset(database_ids)
+
     async def _count_open(self) -> None:
         counts = await self._store.read(F.open_counts)
-        for database_id in set(self._db_ids.values()) | {d for d, _ in counts}:
+        known = set(self._db_ids.values()) | {d for d, _ in counts}
+        for database_id in known if self._configured is None else known & self._configured:
             for severity in ("info", "warning", "critical"):
                 metrics.FINDINGS_OPEN.labels(database_id, severity).set(counts.get((database_id, severity), 0))
 
@@ -318,6 +353,40 @@ class Insights:
             return None if stats is None else (stats, Q.series(c, db_code, fingerprint, from_us, to_us))
 
         return await self._store.read(_q)
+
+
+def _evaluate_at(
+    c: sqlite3.Connection,
+    rule: Rule,
+    db: int,
+    database_id: str,
+    rule_name: str,
+    subject: str,
+    lookback_us: int,
+    since_us: int,
+    at_us: int,
+) -> FindingDraft | None:
+    """`rule`'s draft for a subject evaluated at `at_us`."""
+    return rule.evaluate(F.history(c, db, database_id, rule_name, subject, lookback_us, at_us, since_us))
+
+
+def _resolved_at(evaluate: Callable[[int], FindingDraft | None], at: int, lookback_us: int, now_us: int) -> int:
+    """When a finding evaluated at `at` (its newest line) resolved, up to `now_us`: the first whole
+    minute at which `evaluate` gives None.
+
+    Its windows start at whole minutes (rules.common.window), so the answer changes only at minute
+    boundaries, and with no newer line it only ever goes from a finding to None: a binary search.
+    A lookback past the minute holding `at` holds none of its lines.
+    """
+    first = at - at % F.MINUTE_US + F.MINUTE_US
+    lo, hi = 0, lookback_us // F.MINUTE_US
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if evaluate(first + mid * F.MINUTE_US) is None:
+            hi = mid
+        else:
+            lo = mid + 1
+    return min(first + lo * F.MINUTE_US, now_us)
 
 
 def _cursor(c: sqlite3.Connection) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
@@ -30,7 +30,7 @@ from forwarder.insights.model import (
 MINUTE_US: Final = 60 * 1_000_000
 FIRST_IDS: Final = 5  # a subject keeps the ids of its first lines...
 NEWEST_IDS: Final = 15  # ...and of its newest ones
-SAMPLES: Final = 5  # and its newest samples
+SAMPLES: Final = 5  # and its newest samples (of each `event`, see _keep_samples)
 
 
 def finding_id(database_id: str, rule: str, subject: str) -> str:
@@ -41,12 +41,20 @@ def finding_id(database_id: str, rule: str, subject: str) -> str:
 # --- folding a batch of observations ---------------------------------------------------------
 
 SubjectKey = tuple[int, str, str]  # (database code, rule, subject)
+Sample = dict[str, str | int | float]
+# What a subject keeps of its lines, each with the line's time: evidence is only ever taken from
+# the lines inside the window being evaluated, and what retention deleted is forgotten (a value of
+# an old episode, logged with full_text on, must never reappear in a new finding). Stored as JSON
+# [[id, time_us], ...] and [[time_us, sample], ...]; rows written before times were kept hold bare
+# ids and samples, read as of the subject's newest line.
+TimedId = tuple[int, int]  # (line id, time_us)
+TimedSample = tuple[int, Sample]  # (time_us, sample)
 
 
 @dataclass(slots=True)
 class _SubjectSeen:
-    ids: list[int] = field(default_factory=list)
-    samples: list[dict[str, str | int | float]] = field(default_factory=list)
+    ids: list[TimedId] = field(default_factory=list)
+    samples: list[TimedSample] = field(default_factory=list)
     last_us: int = 0
 
 
@@ -69,14 +77,19 @@ class ObservationFold:
         seen = self.subjects.get(skey := (db, obs.rule, obs.subject))
         if seen is None:
             seen = self.subjects[skey] = _SubjectSeen()
-        seen.ids.append(obs.line_id)
+        seen.ids.append((obs.line_id, obs.time_us))
         if obs.sample is not None:
-            seen.samples.append(obs.sample)
+            seen.samples.append((obs.time_us, obs.sample))
         seen.last_us = max(seen.last_us, obs.time_us)
 
 
-def apply(conn: sqlite3.Connection, fold: ObservationFold) -> None:
-    """Add a batch's observations to the tables (inside the caller's transaction)."""
+def apply(conn: sqlite3.Connection, fold: ObservationFold, keep_us: Mapping[str, int] | None = None) -> None:
+    """Add a batch's observations to the tables (inside the caller's transaction).
+
+    `keep_us` is, per rule, how far behind a subject's newest line its ids and samples are kept: a
+    subject is evaluated at its newest line or later, so older ones can never be in its window
+    again (without it, they are kept until the sweep forgets them past retention).
+    """
     conn.executemany(
         "INSERT INTO insight_observations (db, rule, subject, start_us, count, total, max) VALUES (?,?,?,?,?,?,?)"
         " ON CONFLICT (db, rule, subject, start_us) DO UPDATE SET count = count + excluded.count,"
@@ -88,27 +101,103 @@ def apply(conn: sqlite3.Connection, fold: ObservationFold) -> None:
             "SELECT line_ids, samples, last_us FROM insight_subjects WHERE db = ? AND rule = ? AND subject = ?",
             (db, rule, subject),
         ).fetchone()
-        ids, samples, last_us = ([], [], 0) if row is None else (orjson.loads(row[0]), orjson.loads(row[1]), row[2])
-        ids = _keep_ids([*ids, *seen.ids])
-        samples = [*samples, *seen.samples][-SAMPLES:]
-        conn.execute(
-            "INSERT OR REPLACE INTO insight_subjects (db, rule, subject, line_ids, samples, last_us)"
-            " VALUES (?,?,?,?,?,?)",
-            (db, rule, subject, orjson.dumps(ids), orjson.dumps(samples), max(last_us, seen.last_us)),
+        ids, samples, last_us = ([], [], 0) if row is None else _kept(row[0], row[1], row[2])
+        last_us = max(last_us, seen.last_us)
+        keep = None if keep_us is None else keep_us.get(rule)
+        horizon = None if keep is None else last_us - keep
+        _store_subject(
+            conn,
+            (db, rule, subject),
+            _keep_ids([*ids, *seen.ids], horizon),
+            _keep_samples([*samples, *seen.samples], horizon),
+            last_us,
         )
 
 
-def _keep_ids(ids: list[int]) -> list[int]:
-    ordered = sorted(set(ids))
+def _store_subject(
+    conn: sqlite3.Connection, key: SubjectKey, ids: list[TimedId], samples: list[TimedSample], last_us: int
+) -> None:
+    conn.execute(
+        "INSERT OR REPLACE INTO insight_subjects (db, rule, subject, line_ids, samples, last_us) VALUES (?,?,?,?,?,?)",
+        (*key, orjson.dumps(ids), orjson.dumps(samples), last_us),
+    )
+
+
+def _kept(raw_ids: str | bytes, raw_samples: str | bytes, last_us: int) -> tuple[list[TimedId], list[TimedSample], int]:
+    """A subject's stored ids and samples with their times (see TimedId)."""
+    ids = [(int(i[0]), int(i[1])) if isinstance(i, list) else (int(i), last_us) for i in orjson.loads(raw_ids)]
+    samples = [(int(s[0]), s[1]) if isinstance(s, list) else (last_us, s) for s in orjson.loads(raw_samples)]
+    return ids, samples, int(last_us)
+
+
+def _keep_ids(ids: list[TimedId], horizon: int | None) -> list[TimedId]:
+    """The first and the newest lines (by time) at or after `horizon`, oldest first."""
+    by_id = {i: t for i, t in ids if horizon is None or t >= horizon}
+    ordered = sorted(by_id.items(), key=lambda it: (it[1], it[0]))
     if len(ordered) <= FIRST_IDS + NEWEST_IDS:
         return ordered
     return ordered[:FIRST_IDS] + ordered[-NEWEST_IDS:]
 
 
+def _keep_samples(samples: list[TimedSample], horizon: int | None) -> list[TimedSample]:
+    """The newest SAMPLES samples at or after `horizon` of each `event` (oldest first).
+
+    A rule that tells kinds of lines apart by the sample's `event` (checkpoints: "complete" lines
+    and "too frequently" warnings) keeps the newest of each: frequent lines of one kind must not
+    push a rarer one out while it is still in the window. Events are the rules' own fixed words.
+    """
+    kept: list[TimedSample] = []
+    counts: dict[object, int] = {}
+    # Newest first; among samples of one time, the one added last is the newer.
+    fresh = [(t, n, s) for n, (t, s) in enumerate(samples) if horizon is None or t >= horizon]
+    for t, _, sample in sorted(fresh, key=lambda it: (it[0], it[1]), reverse=True):
+        event = sample.get("event")
+        if counts.get(event, 0) < SAMPLES:
+            counts[event] = counts.get(event, 0) + 1
+            kept.append((t, sample))
+    kept.reverse()
+    return kept
+
+
+def forget_before(conn: sqlite3.Connection, cutoff_us: int, keep_us: int) -> None:
+    """Forget what subjects kept of lines older than `cutoff_us` (retention deleted them).
+
+    A subject whose newest line is older goes whole. Others keep ids and samples no older than
+    `keep_us` behind their newest line (`apply`), so only those whose newest line is within `keep_us`
+    of the cutoff can hold older ones: the stored lists are oldest first, SQLite reads the first time
+    (the JSON is stored as bytes: cast to text, as every SQLite reads text JSON).
+    """
+    conn.execute("DELETE FROM insight_subjects WHERE last_us < ?", (cutoff_us,))
+    rows = conn.execute(
+        "SELECT db, rule, subject, line_ids, samples, last_us FROM insight_subjects"
+        " WHERE last_us < ? AND (json_extract(CAST(line_ids AS TEXT), '$[0][1]') < ?"
+        " OR json_extract(CAST(samples AS TEXT), '$[0][0]') < ?)",
+        (cutoff_us + keep_us, cutoff_us, cutoff_us),
+    ).fetchall()
+    for db, rule, subject, raw_ids, raw_samples, last_us in rows:
+        ids, samples, last_us = _kept(raw_ids, raw_samples, last_us)
+        _store_subject(
+            conn,
+            (db, rule, subject),
+            [(i, t) for i, t in ids if t >= cutoff_us],
+            [(t, s) for t, s in samples if t >= cutoff_us],
+            last_us,
+        )
+
+
 def history(
-    conn: sqlite3.Connection, db: int, database_id: str, rule: str, subject: str, lookback_us: int, now_us: int
+    conn: sqlite3.Connection,
+    db: int,
+    database_id: str,
+    rule: str,
+    subject: str,
+    lookback_us: int,
+    now_us: int,
+    since_us: int | None = None,
 ) -> SubjectHistory:
-    """What `rule.evaluate` sees of a subject: its minutes in (now - lookback, now]."""
+    """What `rule.evaluate` sees of a subject: its minutes in (now - lookback, now], and the ids and
+    samples of its lines in the same window (from the minute holding now - lookback, as
+    rules.common.window counts), none older than `since_us` (the retention horizon)."""
     buckets = tuple(
         Bucket(*row)
         for row in conn.execute(
@@ -118,10 +207,31 @@ def history(
         )
     )
     row = conn.execute(
-        "SELECT line_ids, samples FROM insight_subjects WHERE db = ? AND rule = ? AND subject = ?", (db, rule, subject)
+        "SELECT line_ids, samples, last_us FROM insight_subjects WHERE db = ? AND rule = ? AND subject = ?",
+        (db, rule, subject),
     ).fetchone()
-    ids, samples = ((), ()) if row is None else (tuple(orjson.loads(row[0])), tuple(orjson.loads(row[1])))
+    ids: tuple[int, ...] = ()
+    samples: tuple[Sample, ...] = ()
+    if row is not None:
+        start = now_us - lookback_us
+        lo = start - start % MINUTE_US
+        if since_us is not None:
+            lo = max(lo, since_us)
+        hi = now_us - now_us % MINUTE_US + MINUTE_US  # the minute holding now_us counts, as its bucket
+        kept_ids, kept_samples, _ = _kept(row[0], row[1], row[2])
+        ids = tuple(sorted(i for i, t in kept_ids if lo <= t < hi))
+        samples = tuple(s for t, s in kept_samples if lo <= t < hi)
     return SubjectHistory(database_id, rule, subject, buckets, ids, samples, now_us)
+
+
+def newest_us(conn: sqlite3.Connection, db: int, database_id: str, rule: str, subject: str) -> int | None:
+    """The time of the newest line ever seen of a subject (its finding's last_seen once forgotten)."""
+    row = conn.execute(
+        "SELECT max(coalesce((SELECT last_us FROM insight_subjects WHERE db = ? AND rule = ? AND subject = ?), 0),"
+        " coalesce((SELECT last_us FROM insight_findings WHERE id = ?), 0))",
+        (db, rule, subject, finding_id(database_id, rule, subject)),
+    ).fetchone()
+    return int(row[0]) or None
 
 
 def last_seen(conn: sqlite3.Connection, db: int, rule: str, subject: str) -> int | None:

@@ -95,7 +95,8 @@ class Bucket:
 @dataclass(frozen=True, slots=True)
 class SubjectHistory:
     """What a rule's `evaluate` sees of one subject: its minutes over the rule's lookback (oldest
-    first), the ids of some of its lines (the first and the newest), and its newest samples."""
+    first), and of its lines in that window the ids of some (the first and the newest) and the
+    newest samples (oldest first; the newest few of each sample `event`)."""
 
     database_id: str
     rule: str
