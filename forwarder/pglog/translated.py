@@ -300,6 +300,53 @@ def ascii_degraded(text: str) -> str:
     return "".join(c if c < "\x80" else "?" for c in text)
 
 
+# What glibc's gettext writes for the Cyrillic words in a process without a database whose LC_CTYPE
+# is C: not question marks, its C locale's transliteration (iconv's ASCII//TRANSLIT; a real Russian
+# server's postmaster writes "SOOBSHHENIE:  " for "СООБЩЕНИЕ:  "). The other scripts' letters
+# come out as "?" (ascii_degraded). Checked against iconv by tests/unit/pglog/test_pglog_translated.py.
+TRANSLITERATED: Final[dict[str, str]] = {
+    # ru
+    "ОТЛАДКА": "OTLADKA",
+    "СООБЩЕНИЕ": "SOOBSHHENIE",
+    "ИНФОРМАЦИЯ": "INFORMACZIYA",
+    "ЗАМЕЧАНИЕ": "ZAMECHANIE",
+    "ПРЕДУПРЕЖДЕНИЕ": "PREDUPREZHDENIE",
+    "ОШИБКА": "OSHIBKA",
+    "ВАЖНО": "VAZHNO",
+    "ПАНИКА": "PANIKA",
+    "ПОДРОБНОСТИ": "PODROBNOSTI",
+    "ПОДСКАЗКА": "PODSKAZKA",
+    "ЗАПРОС": "ZAPROS",
+    "КОНТЕКСТ": "KONTEKST",
+    "ПОЛОЖЕНИЕ": "POLOZHENIE",
+    "ОПЕРАТОР": "OPERATOR",
+    "СТЕК": "STEK",
+    "[н/д]": "[n/d]",
+    # uk
+    "НАЛАГОДЖЕННЯ": "NALAGODZHENNYA",
+    "ЗАПИСУВАННЯ": "ZAPISUVANNYA",
+    "ІНФОРМАЦІЯ": "INFORMACZIYA",
+    "ПОВІДОМЛЕННЯ": "POVIDOMLENNYA",
+    "ПОПЕРЕДЖЕННЯ": "POPEREDZHENNYA",
+    "ПОМИЛКА": "POMILKA",
+    "ФАТАЛЬНО": "FATAL`NO",
+    "ПАНІКА": "PANIKA",
+    "ВІДОМОСТІ": "VIDOMOSTI",
+    "УКАЗІВКА": "UKAZIVKA",
+    "ЗАПИТ": "ZAPIT",
+    "РОЗТАШУВАННЯ": "ROZTASHUVANNYA",
+    "ІНСТРУКЦІЯ": "INSTRUKCZIYA",
+    "ВІДСТЕЖУВАТИ": "VIDSTEZHUVATI",
+}
+
+
+def written_forms(word: str) -> list[str]:
+    """`word` as a server may write it: itself, and as a process without a database writes it
+    (transliterated, or with "?" for letters ASCII lacks) when that still tells the word."""
+    forms = [word, TRANSLITERATED.get(word) or ascii_degraded(word)]
+    return [form for i, form in enumerate(forms) if form not in forms[:i] and (i == 0 or _readable(form))]
+
+
 def _readable(word: str) -> bool:
     """A degraded word still tells which one it was (all question marks do not)."""
     return word.strip("? ") != ""
@@ -311,9 +358,8 @@ def _severities() -> dict[str, Severity]:
         for severity in SEVERITY_NAMES:  # in order: a word two severities share ends as the higher
             word = catalog.severities.get(severity)
             if word is not None:
-                words[word] = severity
-                if _readable(degraded := ascii_degraded(word)):
-                    words[degraded] = severity
+                for form in written_forms(word):
+                    words[form] = severity
     return words
 
 
@@ -324,9 +370,8 @@ def _labels() -> dict[str, tuple[Label, str]]:
             word = written.rstrip(" ").removesuffix(":").rstrip(" ")
             if word == label:
                 continue  # Indonesian "QUERY :  ": the English word, read with any spacing
-            words[word] = (label, written[len(word) :])
-            if _readable(degraded := ascii_degraded(word)):
-                words[degraded] = (label, written[len(word) :])
+            for form in written_forms(word):
+                words[form] = (label, written[len(word) :])
     return words
 
 
@@ -361,5 +406,9 @@ def english_position(message: str) -> str:
 
 # `[unknown]` in every language, and as a process without a database writes it ("[????]")
 UNKNOWN: Final[frozenset[str]] = frozenset(
-    {"[unknown]", *(c.unknown for c in CATALOGS.values()), *(ascii_degraded(c.unknown) for c in CATALOGS.values())}
+    {
+        "[unknown]",
+        *(c.unknown for c in CATALOGS.values()),
+        *(TRANSLITERATED.get(c.unknown) or ascii_degraded(c.unknown) for c in CATALOGS.values()),
+    }
 )

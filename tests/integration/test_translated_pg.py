@@ -1,12 +1,13 @@
-"""Logs of real PostgreSQL 15 servers that speak German, French and Korean (`lc_messages`).
+"""Logs of real PostgreSQL 15 servers that speak German, French, Korean and Russian (`lc_messages`).
 
 The three formats of one server give the same lines (as in test_formats_agree.py): stderr writes
 the translated severities, labels, `[unknown]` and cursor positions, csvlog the translated
 severity, jsonlog the English one. Every stderr line is read in the format (none is kept as
 unparsed text), entries get their English severity, and no value of the workload survives
 value removal. The server's processes without a database (postmaster, checkpointer) run with
-LC_CTYPE C here, so their translated words come out as question marks, as on a server started
-without a locale in its environment (translated.ascii_degraded).
+LC_CTYPE C here, so their translated words come out as glibc's C locale writes them: Cyrillic
+transliterated, other letters ASCII lacks as question marks, as on a server started without a
+locale in its environment (translated.TRANSLITERATED, ascii_degraded).
 
 The locales are compiled for the test with glibc's `localedef` into a directory of its own
 (LOCPATH), so the machine's locales are left alone; the `locales` package has their sources.
@@ -28,7 +29,7 @@ from tests.pgcluster import PgClusterFactory
 
 PREFIX = "%m [%p] %e %q%u@%d/%a %r "
 SECRET = "s3cret-literal-4711"
-LOCALES = ("de_DE", "fr_FR", "ko_KR")
+LOCALES = ("de_DE", "fr_FR", "ko_KR", "ru_RU")  # ru: the postmaster transliterates (LC_CTYPE C)
 
 WORKLOAD = f"""
 SET log_min_duration_statement = 0;

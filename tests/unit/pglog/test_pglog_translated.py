@@ -9,6 +9,8 @@ in every language. tests/integration/test_translated_pg.py reads what a real ser
 from __future__ import annotations
 
 import gettext
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,7 @@ from forwarder.pglog.translated import (
     LABELS,
     SEVERITIES,
     SEVERITY_NAMES,
+    TRANSLITERATED,
     UNKNOWN,
     Catalog,
     ascii_degraded,
@@ -69,7 +72,10 @@ def test_each_word_reads_back_as_the_english_one() -> None:
         for label, written in catalog.labels.items():
             word = written.rstrip(" ").removesuffix(":").rstrip(" ")
             assert LABELS.get(word, (word, ":  ")) == (label, written[len(word) :] if word != label else ":  "), lang
-        assert catalog.unknown in UNKNOWN and ascii_degraded(catalog.unknown) in UNKNOWN
+        assert (
+            catalog.unknown in UNKNOWN
+            and (TRANSLITERATED.get(catalog.unknown) or ascii_degraded(catalog.unknown)) in UNKNOWN
+        )
 
 
 def stderr_entry(catalog: Catalog) -> str:
@@ -165,3 +171,37 @@ def test_a_raise_on_a_translated_server_keeps_no_value() -> None:
     assert german.severity == chinese.severity == "WARNING"
     # an English frame of another statement in a function named like it is not a RAISE
     assert english.message == 'relation "carol@example.com" does not exist' or "carol" not in english.message
+
+
+def test_the_words_of_a_process_without_a_database_are_what_glibc_writes() -> None:
+    """A process without a database (postmaster, checkpointer) with LC_CTYPE C gets its translations
+    through iconv's ASCII//TRANSLIT: Cyrillic transliterated (translated.TRANSLITERATED), other
+    letters ASCII lacks as "?" (ascii_degraded). Checked against glibc's own iconv."""
+    iconv = shutil.which("iconv")
+    if iconv is None:
+        pytest.skip("glibc's iconv is not installed")
+    for catalog in CATALOGS.values():
+        words = [
+            *catalog.severities.values(),
+            *(w.rstrip(" ").removesuffix(":").rstrip(" ") for w in catalog.labels.values()),
+        ]
+        for word in [*words, catalog.unknown]:
+            written = subprocess.run(
+                [iconv, "-f", "UTF-8", "-t", "ASCII//TRANSLIT"],
+                input=word.encode(),
+                capture_output=True,
+                env={"LC_ALL": "C"},
+                check=True,
+            ).stdout.decode()
+            assert written == (TRANSLITERATED.get(word) or ascii_degraded(word)), word
+
+
+def test_a_russian_postmaster_with_lc_ctype_c_is_read() -> None:
+    text = (
+        f"{T0} [8475] SOOBSHHENIE:  database system is ready\n"
+        f"{T0} [8475] POLOZHENIE: PostmasterMain, postmaster.c:1203\n"
+        f"{T0} [8476] [n/d]@[n/d]/[n/d] OSHIBKA:  boom\n"
+    )
+    ready, boom = parse_text(text, full_text=True)
+    assert (ready.severity, ready.pid, ready.message) == ("LOG", 8475, "database system is ready")
+    assert (boom.severity, boom.user, boom.database, boom.application) == ("ERROR", None, None, None)
