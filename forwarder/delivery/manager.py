@@ -227,14 +227,13 @@ class DeliveryManager:
             cut_off = {dest_id: d for dest_id, (d, task) in sending.items() if not task.done()}
             if cut_off:
                 forced = cut is not None and cut.is_set()
-                log.warning(
-                    "deliveries in flight cut off"
-                    + (" by a forced stop" if forced else f" after the {grace_seconds:g} s grace")
-                    + "; they are resent after the restart with the same delivery id",
+                log.warning(  # one message (a log pipeline groups by it); why is the `reason` field
+                    "deliveries in flight cut off; they are resent after the restart with the same delivery id",
                     extra={
                         "destination_ids": sorted(cut_off),
                         "lines_in_flight": sum(len(d.shown_state.inflight_lines or ()) for d in cut_off.values()),
                         "reason": "forced" if forced else "grace_expired",
+                        "grace_seconds": grace_seconds,
                     },
                 )
         await self.aclose()

@@ -261,8 +261,9 @@ def test_signals_during_the_drain_sighup_is_ignored_and_a_second_sigint_forces_t
         text = d.log_path.read_text()
         assert code == 130, text[-3000:]  # 128 + SIGINT, as documented
         records = [json.loads(x) for x in text.splitlines() if x.startswith("{")]
-        [cut] = [r for r in records if r["msg"].startswith("deliveries in flight cut off by a forced stop")]
+        [cut] = [r for r in records if r["msg"].startswith("deliveries in flight cut off")]
         assert cut["destination_ids"] == ["a"] and cut["lines_in_flight"] == len(first.ids)
+        assert cut["reason"] == "forced"
         assert records[-1]["msg"] == "forwarder stopped" and records[-1]["forced_by"] == "SIGINT"
         assert "Unclosed client session" not in text and "Traceback" not in text
         release.set()

@@ -192,8 +192,9 @@ async def test_signals_during_the_drain_hup_is_ignored_and_a_second_stop_signal_
     with pytest.raises(StopForced) as forced:
         await asyncio.wait_for(running, 30)
     assert forced.value.signal == second and forced.value.exit_code == 128 + int(second)
-    [cut] = logged(caplog, "deliveries in flight cut off by a forced stop")
+    [cut] = logged(caplog, "deliveries in flight cut off")
     assert cut.__dict__["destination_ids"] == ["hook"] and cut.__dict__["lines_in_flight"] == 3
+    assert cut.__dict__["reason"] == "forced"
     assert logged(caplog, "stop forced by a second signal")[0].__dict__["signal"] == second.name
     assert caplog.records[-1].getMessage() == "forwarder stopped"
     assert caplog.records[-1].__dict__["forced_by"] == second.name
