@@ -270,8 +270,10 @@ class Daemon:
         finally:
             forced.cancel()
         if not found.task.done():  # a store that does not answer, or a forced stop: cut it off
-            why = "a forced stop" if self._forced.is_set() else "it did not stop in time"
-            log.warning(f"cancelling a reader: {why} (its offsets stay consistent)", extra={"database_id": db_id})
+            why = "forced_stop" if self._forced.is_set() else "did_not_stop_in_time"
+            log.warning(
+                "cancelling a reader (its offsets stay consistent)", extra={"database_id": db_id, "reason": why}
+            )
             found.task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await found.task
