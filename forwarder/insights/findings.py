@@ -179,8 +179,8 @@ def forget_before(conn: sqlite3.Connection, cutoff_us: int, keep_us: int) -> Non
         _store_subject(
             conn,
             (db, rule, subject),
-            [(i, t) for i, t in ids if t >= cutoff_us],
-            [(t, s) for t, s in samples if t >= cutoff_us],
+            _keep_ids(ids, cutoff_us),
+            _keep_samples(samples, cutoff_us),
             last_us,
         )
 
