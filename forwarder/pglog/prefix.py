@@ -73,7 +73,13 @@ _SEVERITY_WORDS: Final = "|".join(
 )
 # A word of question marks only is a translated severity that a process without a database wrote
 # with LC_CTYPE C (translated.ascii_degraded): which one cannot be told, the reader takes LOG.
-_SEVERITY: Final = rf"({_SEVERITY_WORDS}|\?{{1,30}}(?=:  [^ ])) ?: {{0,2}}(?:([0-9A-Z]{{5}}): )?"
+# The verbose SQLSTATE (`log_error_verbosity = verbose`) must hold a digit: every code PostgreSQL
+# defines does (src/backend/utils/errcodes.txt: a class of two characters, a subclass of three,
+# "000" for the class itself), while a message of a server that is not verbose may start with a
+# word of five capitals and a colon: pgaudit's "AUDIT: ...", a RAISE NOTICE 'ERROR: ...'. A code of
+# letters only (RAISE ... USING ERRCODE = 'ABCDE') stays in the message: nothing is lost.
+_VERBOSE_SQLSTATE: Final = r"(?:((?=[A-Z]{0,4}[0-9])[0-9A-Z]{5}): )?"
+_SEVERITY: Final = rf"({_SEVERITY_WORDS}|\?{{1,30}}(?=:  [^ ])) ?: {{0,2}}{_VERBOSE_SQLSTATE}"
 
 
 @dataclass(frozen=True, slots=True)

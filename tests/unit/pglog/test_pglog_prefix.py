@@ -131,6 +131,27 @@ def test_verbose_sqlstate_follows_the_severity() -> None:
     assert "parse_relation" not in str(line)  # LOCATION is dropped
 
 
+@pytest.mark.parametrize(
+    ("text", "sqlstate", "message"),
+    [
+        ("ERROR:  2200B: conflicting or redundant options", "2200B", "conflicting or redundant options"),
+        ("WARNING:  01P01: deprecated", "01P01", "deprecated"),
+        ("ERROR:  HV00B: invalid handle", "HV00B", "invalid handle"),
+        # not verbose: a message that starts with five capitals and a colon is the message
+        (
+            "LOG:  AUDIT: SESSION,1,1,READ,SELECT,,,SELECT 1,<not logged>",
+            None,
+            "AUDIT: SESSION,1,1,READ,SELECT,,,SELECT 1,<not logged>",
+        ),
+        ("NOTICE:  ERROR: the import failed", None, "ERROR: the import failed"),
+        ("NOTICE:  00000: ALERT: verbose and a word", None, "ALERT: verbose and a word"),
+    ],
+)
+def test_a_verbose_sqlstate_has_a_digit(text: str, sqlstate: str | None, message: str) -> None:
+    line = one(f"{T0} [1] a@b/c {text}\n")
+    assert (line.sqlstate, line.message) == (sqlstate, message)
+
+
 def test_line_regex_compiles_once_per_reader() -> None:
     reader = make_reader("stderr", line_prefix="%m [%p] ", timezone="UTC", full_text=False)
     pattern = reader.pattern  # type: ignore[attr-defined]
