@@ -14,7 +14,8 @@ the environment, so a server installed with `LANG=de_DE.UTF-8` logs in German) t
   name not known yet (elog.c log_status_format).
 
 The tables below are those words of PostgreSQL's backend catalogs (src/backend/po/<lang>.po,
-PostgreSQL licence), one entry per language, only where the translation differs from English.
+PostgreSQL licence), one entry per language, only where the translation differs from English,
+and a language's words of an earlier minor release that changed them (FORMER_CATALOGS).
 tests/unit/pglog/test_translated.py checks them against the catalogs installed with PostgreSQL.
 Messages themselves stay translated: they are not known to classify.py or redact.py, so their
 kind comes from severity and SQLSTATE and their text is removed whole (docs/parsing.md).
@@ -227,18 +228,42 @@ CATALOGS: Final[dict[str, Catalog]] = {
             "WARNING": "警告",
             "ERROR": "错误",
             "FATAL": "致命错误",
-            "PANIC": "比致命错误还过分的错误",
+            "PANIC": "灾难性错误",
         },
         {
-            "DETAIL": "详细信息:  ",
+            "DETAIL": "详情:  ",
             "HINT": "提示:  ",
             "QUERY": "查询:  ",
             "CONTEXT": "上下文:  ",
             "LOCATION": "位置:  ",
             "STATEMENT": "语句:  ",
+            "BACKTRACE": "回溯:  ",
         },
         "[未知]",
         " 第 %d 个字符处",
+    ),
+    "zh_TW": Catalog(
+        {
+            "DEBUG": "除錯",
+            "LOG": "日誌",
+            "INFO": "資訊",
+            "NOTICE": "注意",
+            "WARNING": "警告",
+            "ERROR": "錯誤",
+            "FATAL": "致命錯誤",
+            "PANIC": "嚴重錯誤",
+        },
+        {
+            "DETAIL": "詳情:  ",
+            "HINT": "提示:  ",
+            "QUERY": "查詢:  ",
+            "CONTEXT": "上下文:  ",
+            "LOCATION": "位置:  ",
+            "STATEMENT": "陳述式:  ",
+            "BACKTRACE": "回溯:  ",
+        },
+        "[不明]",
+        " 在第 %d 個字元處",
     ),
     # Catalogs that PostgreSQL 15 does not ship, as in the last release that had them
     # (9.4-9.6: Indonesian, Brazilian Portuguese, Polish) and that PostgreSQL 16+ may ship again;
@@ -291,6 +316,43 @@ CATALOGS: Final[dict[str, Catalog]] = {
         None,
     ),
 }
+
+
+# A language's words as an earlier minor release wrote them. PostgreSQL updates its translations in
+# minor releases (15.20 rewrote Simplified Chinese's PANIC and DETAIL, translated its BACKTRACE, and
+# added Traditional Chinese), and servers of one major version run many minor ones: the readers
+# take the words of both.
+FORMER_CATALOGS: Final[dict[str, tuple[Catalog, ...]]] = {
+    "zh_CN": (
+        Catalog(  # up to 15.18
+            {
+                "DEBUG": "调试",
+                "LOG": "日志",
+                "INFO": "信息",
+                "NOTICE": "注意",
+                "WARNING": "警告",
+                "ERROR": "错误",
+                "FATAL": "致命错误",
+                "PANIC": "比致命错误还过分的错误",
+            },
+            {
+                "DETAIL": "详细信息:  ",
+                "HINT": "提示:  ",
+                "QUERY": "查询:  ",
+                "CONTEXT": "上下文:  ",
+                "LOCATION": "位置:  ",
+                "STATEMENT": "语句:  ",
+            },
+            "[未知]",
+            " 第 %d 个字符处",
+        ),
+    ),
+}
+# every catalog the readers know, current and former
+EVERY_CATALOG: Final[tuple[Catalog, ...]] = (
+    *CATALOGS.values(),
+    *(catalog for former in FORMER_CATALOGS.values() for catalog in former),
+)
 
 
 def ascii_degraded(text: str) -> str:
@@ -354,7 +416,7 @@ def _readable(word: str) -> bool:
 
 def _severities() -> dict[str, Severity]:
     words: dict[str, Severity] = {}
-    for catalog in CATALOGS.values():
+    for catalog in EVERY_CATALOG:
         for severity in SEVERITY_NAMES:  # in order: a word two severities share ends as the higher
             word = catalog.severities.get(severity)
             if word is not None:
@@ -365,7 +427,7 @@ def _severities() -> dict[str, Severity]:
 
 def _labels() -> dict[str, tuple[Label, str]]:
     words: dict[str, tuple[Label, str]] = {}
-    for catalog in CATALOGS.values():
+    for catalog in EVERY_CATALOG:
         for label, written in catalog.labels.items():
             word = written.rstrip(" ").removesuffix(":").rstrip(" ")
             if word == label:
@@ -385,12 +447,12 @@ LABELS: Final[dict[str, tuple[Label, str]]] = _labels()
 # the message's end where a translation puts the cursor position (the number in group 1)
 AT_CHARACTER: Final[tuple[re.Pattern[str], ...]] = tuple(
     re.compile(re.escape(c.at_character).replace("%d", r"(\d+)") + r"\Z")
-    for c in CATALOGS.values()
+    for c in EVERY_CATALOG
     if c.at_character is not None
 )
 # the last characters of those ends: only a message ending in one of them is searched
 AT_CHARACTER_ENDS: Final = frozenset(
-    {*"0123456789", *(c.at_character[-1] for c in CATALOGS.values() if c.at_character is not None)} - {"d"}
+    {*"0123456789", *(c.at_character[-1] for c in EVERY_CATALOG if c.at_character is not None)} - {"d"}
 )
 
 
@@ -408,7 +470,7 @@ def english_position(message: str) -> str:
 UNKNOWN: Final[frozenset[str]] = frozenset(
     {
         "[unknown]",
-        *(c.unknown for c in CATALOGS.values()),
-        *(TRANSLITERATED.get(c.unknown) or ascii_degraded(c.unknown) for c in CATALOGS.values()),
+        *(c.unknown for c in EVERY_CATALOG),
+        *(TRANSLITERATED.get(c.unknown) or ascii_degraded(c.unknown) for c in EVERY_CATALOG),
     }
 )
