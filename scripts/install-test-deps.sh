@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system packages the integration tests need on Debian 12:
 #   - PostgreSQL 15 (server + client): tests start throwaway clusters with tests/pgcluster.py;
+#     and the pgaudit extension, whose records the reader knows;
 #   - rsyslog with TLS (rsyslog-gnutls): tests send syslog over TLS to a real rsyslogd;
 #   - prometheus, for its promtool: tests check the alert rules (deploy/prometheus) and /metrics;
 #   - faketime, for `make test-week-ahead` (no test depends on the day it runs);
@@ -28,6 +29,10 @@ for tool in initdb pg_ctl postgres psql; do
 done
 if ((pg_missing)); then
     missing+=(postgresql-15 postgresql-client-15)
+fi
+# pgaudit: its records are read as statement lines (tests/integration/test_pgaudit_pg.py).
+if ! have_pkg postgresql-15-pgaudit; then
+    missing+=(postgresql-15-pgaudit)
 fi
 if ! command -v rsyslogd >/dev/null 2>&1 && [[ ! -x /usr/sbin/rsyslogd ]]; then
     missing+=(rsyslog)

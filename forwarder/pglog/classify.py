@@ -9,7 +9,8 @@ SQLSTATE only) and returns the kind plus what goes with it:
   of the message into `statement`, the message keeps `duration: N ms  execute S_1`. Also
   auto_explain's `duration: N ms  plan:` and its plan, which stays in the message.
 - `statement`: `statement: <sql>` / `execute <name>: <sql>` (log_statement); the SQL moves to
-  `statement` the same way, the message keeps `statement` / `execute <name>`.
+  `statement` the same way, the message keeps `statement` / `execute <name>`. Also pgaudit's
+  `AUDIT: SESSION,...` records: the statement column moves, the message keeps the others.
 - `lock_wait`: `process N still waiting for|acquired|avoided deadlock for|detected deadlock while
   waiting for ... after N ms` (log_lock_waits), `recovery still waiting|finished waiting after N ms`
   (log_recovery_conflict_waits); `duration_ms` is N.
@@ -85,6 +86,38 @@ _LOCK_WAIT: Final = re.compile(
 # label after "duration: N ms" is one of postgres.c's ("  statement" | "  execute[ fetch from] S[/P]"
 # | "  parse S" | "  bind S[/P]").
 _SAFE_LABEL: Final = re.compile(r"  (?:statement|(?:execute(?: fetch from)?|parse|bind) [^\s':]{1,200})").fullmatch
+# pgaudit (pgaudit.c log_audit_event): "AUDIT: <SESSION|OBJECT>,<statement id>,<substatement id>,
+# <class>,<command tag>,<object type>,<object name>,<statement>,<parameters>[,<rows>]", each text
+# column quoted as CSV when it holds a comma, a double quote or a line break (append_valid_csv);
+# statement and parameters may be "<not logged>" or "<previously logged>" instead, parameters
+# "<none>"; rows only with pgaudit.log_rows. The statement moves to `statement` as log_statement's
+# does; the message keeps the other columns. The message is proven value-free when its parameters
+# are one of the markers (pgaudit.log_parameter is off by default); otherwise redact.py removes them.
+_CSV_FIELD: Final = r'(?:"(?:[^"]|"")*"|[^,"\r\n]*)'
+_AUDIT: Final = re.compile(
+    rf"(AUDIT: (?:SESSION|OBJECT),\d{{1,20}},\d{{1,20}},[A-Z_?]{{1,20}},{_CSV_FIELD},{_CSV_FIELD},{_CSV_FIELD})"
+    rf",({_CSV_FIELD}),({_CSV_FIELD}(?:,\d{{1,20}})?)",
+    re.DOTALL,
+).fullmatch
+_SAFE_AUDIT: Final = re.compile(
+    r"AUDIT: (?:SESSION|OBJECT),\d+,\d+,[A-Z_]+,[A-Z ?]{1,64},[A-Z ]{0,64},"
+    r'(?:[^,"\r\n]*|"(?:[^"\r\n]|"")*"),<(?:none|not logged|previously logged)>(?:,\d+)?'
+).fullmatch
+_AUDIT_MARKERS: Final = frozenset({"<not logged>", "<previously logged>"})
+
+
+def _audit(severity: str, sqlstate: str | None, message: str) -> Classification | None:
+    """A pgaudit record as a `statement` line, or None when `message` is not one."""
+    m = _AUDIT(message)
+    if m is None:
+        return None
+    head, sql, parameters = m.groups()
+    statement = None if sql in _AUDIT_MARKERS else sql[1:-1].replace('""', '"') if sql[:1] == '"' else sql
+    message = f"{head},{parameters}"
+    safe = severity == "LOG" and sqlstate is None and _SAFE_AUDIT(message) is not None
+    return _new(Classification, ("statement", sqlstate, None, message, statement, safe))
+
+
 _COMMON_LABELS: Final = frozenset({"  statement", "  execute <unnamed>", "  parse <unnamed>", "  bind <unnamed>"})
 _SAFE_EXECUTE: Final = re.compile(r"execute(?: fetch from)? [^\s':]{1,200}").fullmatch
 # proc.c ProcSleep: "process %d <verb> %s on %s after %ld.%03d ms". The lock tag (lmgr.c
@@ -439,6 +472,10 @@ def classify(severity: str, message: str, sqlstate: str | None) -> Classificatio
                 Classification,
                 ("autovacuum", sqlstate, None, message, None, _autovacuum_safe(severity, sqlstate, message)),
             )
+    elif c == "A" and message.startswith("AUDIT: "):
+        found = _audit(severity, sqlstate, message)
+        if found is not None:
+            return found
     elif c == "s" and message.startswith("statement: "):
         return _new(Classification, ("statement", sqlstate, None, "statement", message[11:], True))
     elif c == "e" and message.startswith("execute "):

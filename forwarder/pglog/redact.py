@@ -627,6 +627,10 @@ _TEMPLATES: Final[tuple[str, ...]] = (
     "duration: %n ms  %w %s",
     "statement",
     "execute %s",
+    # pgaudit's record once classify moved its statement out: the parameters pgaudit.log_parameter
+    # logged go; an object name CSV-quoted (a comma or a quote in it) goes with them
+    "AUDIT: %w,%n,%n,%w,%s,%s,%s,%v",
+    "AUDIT: %w,%n,%n,%w,%s,%s,%v",
     "parameters: %p",
     "Parameters: %p",
     "unnamed portal with parameters: %p",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from pglog_helpers import T0, one
+from pglog_helpers import T0, one, parse_text
 
 from forwarder.model import KINDS, LogLine
 from forwarder.pglog.classify import classify
@@ -232,6 +232,72 @@ def test_statement_kind() -> None:
         "UPDATE t SET a = $1",
         None,
     )
+
+
+# pgaudit's records (pgaudit.c log_audit_event): (message, message kept, statement, safe)
+AUDIT_CASES = [
+    (
+        "AUDIT: SESSION,3,1,WRITE,INSERT,TABLE,public.users,\"INSERT INTO users VALUES ('bob', 'x');\",<none>",
+        "AUDIT: SESSION,3,1,WRITE,INSERT,TABLE,public.users,<none>",
+        "INSERT INTO users VALUES ('bob', 'x');",
+        True,
+    ),
+    (  # unquoted: no comma, quote or line break in it
+        "AUDIT: OBJECT,4,1,READ,SELECT,TABLE,public.users,SELECT * FROM users WHERE ssn = '1';,<not logged>",
+        "AUDIT: OBJECT,4,1,READ,SELECT,TABLE,public.users,<not logged>",
+        "SELECT * FROM users WHERE ssn = '1';",
+        True,
+    ),
+    (  # pgaudit.log_rows adds the rows; a line break quotes the statement
+        'AUDIT: SESSION,8,1,READ,SELECT,,,"SELECT \'a\nb\', ""c""",<none>,1',
+        "AUDIT: SESSION,8,1,READ,SELECT,,,<none>,1",
+        "SELECT 'a\nb', \"c\"",
+        True,
+    ),
+    (  # log_statement_once / pgaudit.log_statement off: no statement
+        'AUDIT: SESSION,9,2,READ,SELECT,TABLE,"public.""Odd, name""",<previously logged>,<previously logged>',
+        'AUDIT: SESSION,9,2,READ,SELECT,TABLE,"public.""Odd, name""",<previously logged>',
+        None,
+        True,
+    ),
+    (  # pgaudit.log_parameter: the parameters are values (redact.py removes them)
+        'AUDIT: SESSION,6,1,READ,SELECT,TABLE,public.users,SELECT $1,"""alice, """"x"""""""',
+        'AUDIT: SESSION,6,1,READ,SELECT,TABLE,public.users,"""alice, """"x"""""""',
+        "SELECT $1",
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(("message", "kept", "statement", "safe"), AUDIT_CASES)
+def test_a_pgaudit_record_is_a_statement(message: str, kept: str, statement: str | None, safe: bool) -> None:
+    found = classify("LOG", message, None)
+    assert (found.kind, found.message, found.statement, found.safe) == ("statement", kept, statement, safe)
+    # a RAISE EXCEPTION (P0001) or another severity writing the same words is not proven
+    assert classify("ERROR", message, "P0001").safe is False
+
+
+@pytest.mark.parametrize(
+    "message", ["AUDIT: something else", "AUDIT: SESSION,1,1,READ,SELECT,,,select 1", "AUDIT: SESSION,x,1,READ,S,,,a,b"]
+)
+def test_an_audit_word_alone_is_not_a_pgaudit_record(message: str) -> None:
+    assert classify("LOG", message, None)[:2] == ("other", None)
+
+
+def test_a_pgaudit_record_keeps_no_parameter() -> None:
+    text = (
+        f"{T0} [1] a@b/c LOG:  AUDIT: SESSION,6,1,READ,SELECT,TABLE,public.users,"
+        'SELECT * FROM users WHERE name = $1;,"""Jane, """"Doe"""""""\n'
+        f'{T0} [1] a@b/c LOG:  AUDIT: SESSION,7,1,READ,SELECT,TABLE,"public.""Odd, name""",select 1,42\n'
+    )
+    first, odd = parse_text(text)
+    assert (first.kind, first.message, first.statement) == (
+        "statement",
+        "AUDIT: SESSION,6,1,READ,SELECT,TABLE,public.users,...",
+        "SELECT * FROM users WHERE name = $1;",
+    )
+    assert first.redacted and "Jane" not in str(first)
+    assert odd.message == "AUDIT: SESSION,7,1,READ,SELECT,TABLE,..." and odd.statement == "select $1"
 
 
 def test_error_takes_sqlstate_from_the_prefix() -> None:
