@@ -124,6 +124,10 @@ _SAFE_EXECUTE: Final = re.compile(r"execute(?: fetch from)? [^\s':]{1,200}").ful
 # DescribeLockTag) is words and numbers: "transaction 700737", "tuple (0,5) of relation 16384 of
 # database 5", "virtual transaction 3/45", ...; an advisory lock's key ("advisory lock [db,k1,k2,n]")
 # is the application's value and is left to the template table.
+# PG18 proc.c (log_lock_failures): "process %d could not obtain %s on %s" for a NOWAIT or
+# SKIP LOCKED that failed: a lock wait of no duration.
+_LOCK_FAILURE: Final = re.compile(r"process \d+ could not obtain ").match
+_SAFE_LOCK_FAILURE: Final = re.compile(r"process \d+ could not obtain \w+ on [\w ,.()/-]{1,200}").fullmatch
 _SAFE_LOCK_WAIT: Final = re.compile(
     r"(?:process \d+ (?:still waiting for|acquired|avoided deadlock for|detected deadlock while waiting for"
     r"|failed to acquire) \w+ on [\w ,.()/-]{1,200} after|recovery (?:still|finished) waiting after)"
@@ -156,7 +160,9 @@ _AUTOVACUUM_LABELS: Final = (
 )
 _SAFE_AUTOVACUUM_REPORT: Final = re.compile(
     r'(?:automatic (?:aggressive )?vacuum (?:to prevent wraparound )?of table "[^"\n]{1,300}": index scans: \d+'
-    r'|automatic analyze of table "[^"\n]{1,300}")'
+    # PG12-13 write an analyze's system usage on its first line (analyze.c: "... \"%s.%s.%s\"
+    # system usage: %s"); PG14+ on a line of its own
+    rf'|automatic analyze of table "[^"\n]{{1,300}}"(?: system usage: {_REPORT})?)'
     rf"(?:\n[ \t]*{_AUTOVACUUM_LABELS}{_REPORT})*"
 ).fullmatch
 _SAFE_AUTOVACUUM: Final = re.compile(
@@ -194,7 +200,10 @@ _SAFE_WRAPAROUND: Final = re.compile(
     r'to avoid wraparound data loss in database (?:"[^"\n]{1,300}"|with OID \d+)'
 ).fullmatch
 
-_AUTH_OTHER: Final = re.compile(r"[\w-]+ authentication failed for user ")
+# auth.c auth_failed: "<method> authentication failed for user", with PG18's two-word
+# "OAuth bearer", "\"trust\" authentication failed ...", and the method-less "authentication failed
+# for user \"%s\": host rejected" / ": invalid authentication method"
+_AUTH_OTHER: Final = re.compile(r'(?:(?:[\w-]+|OAuth bearer|"trust") )?authentication failed for user "')
 # postmaster.c: "server process (PID %d) was terminated by signal %d: %s", "... exited with exit code %d"
 _PROC_EXIT: Final = re.compile(r"\(PID \d+\) (?:was terminated by|exited with)")
 
@@ -312,6 +321,11 @@ _SERVER_BELOW_ERROR: Final = (
     "restarted WAL streaming",
     "replication terminated by primary server",
     "fetching timeline history file",
+    # slot.c: a checkpoint gives up a replication slot that holds too much WAL (PG13-15:
+    # "invalidating slot ..."; PG16+ also for a conflict on a standby or, PG18, an idle timeout)
+    "invalidating slot ",
+    "invalidating obsolete replication slot ",
+    "terminating process ",
     # pgarch.c
     "archive command ",
     "archive_mode enabled, yet ",
@@ -490,6 +504,9 @@ def classify(severity: str, message: str, sqlstate: str | None) -> Classificatio
         if m is not None:
             safe = _SAFE_LOCK_WAIT(message) is not None
             return _new(Classification, ("lock_wait", sqlstate, float(m.group(1)), message, None, safe))
+        if _LOCK_FAILURE(message) is not None:
+            safe = _SAFE_LOCK_FAILURE(message) is not None
+            return _new(Classification, ("lock_wait", sqlstate, None, message, None, safe))
     elif c == "t" and message.startswith("temporary file: "):
         safe = _server_report(severity, sqlstate, message, _SAFE_TEMP_FILE)
         return _new(Classification, ("temp_file", sqlstate, None, message, None, safe))

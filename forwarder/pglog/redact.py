@@ -30,8 +30,9 @@ Placeholders (`%%` is a literal percent sign):
     %t  a type name, kept: integer, character varying(10), timestamp with time zone, mood[]
     %f  a function or operator signature, kept: f(integer, text)
     %s  server text without quotes, kept: an OS error, a WAL location, a time, a reason
-    %c  a setting's value, kept when it is a number with its unit (250ms, 4GB) or one lowercase
-        word (on, replica, debug1); anything else (a connection string, a path, a key) has a
+    %c  a setting's value, kept when it is a number with its unit (250ms, 4GB) or lowercase
+        words joined by commas (on, replica, debug1, stderr,csvlog; PG18's log_connections
+        receipt,authentication); anything else (a connection string, a path, a key) has a
         template with %v after it
     %v  a value: replaced by TOKEN (within its line)
     %q  SQL: normalized like a statement (literals -> $n), may span lines; a statement that
@@ -76,7 +77,7 @@ _PLACEHOLDERS: Final[dict[str, tuple[str, int]]] = {
     "t": (r"[\w$.\" \[\]]{1,100}?(?:\(\d{1,10}(?:,\d{1,10})?\))?(?:\[\])*", _KEEP),
     "f": (r"[\w$.\"]{1,200}\([^()'\n]{0,500}\)", _KEEP),
     "s": (r"[^'\"\n]{0,300}?", _KEEP),
-    "c": (r"-?\d{1,20}(?:\.\d{1,20})?(?:[a-zA-Z]{1,3})?|[a-z][a-z0-9_]{0,31}", _KEEP),
+    "c": (r"-?\d{1,20}(?:\.\d{1,20})?(?:[a-zA-Z]{1,3})?|[a-z][a-z0-9_]{0,31}(?:,[a-z][a-z0-9_]{0,31}){0,20}", _KEEP),
     "v": (r"[^\n]*?", _VALUE),
     "q": (r".*?", _SQL),
     "e": (r".*?", _EXPR),
@@ -175,6 +176,17 @@ _TEMPLATES: Final[tuple[str, ...]] = (
     'publication "%i" does not exist',
     'subscription "%i" does not exist',
     'server "%i" does not exist',
+    # slot.c (PG13-15, then PG16+ with the cause in a DETAIL): a slot given up
+    'invalidating slot "%i" because its restart_lsn %s exceeds max_slot_wal_keep_size',
+    'invalidating obsolete replication slot "%i"',
+    'terminating process %n to release replication slot "%i"',
+    "The slot's restart_lsn %s exceeds the limit by %n bytes.",
+    "The slot conflicted with xid horizon %n.",
+    "Logical decoding on standby requires wal_level >= logical on the primary server.",
+    'Logical decoding on standby requires "wal_level" >= "logical" on the primary server.',
+    'The slot\'s idle time of %s exceeds the configured "%i" duration of %s.',
+    'You might need to increase "%i".',
+    "You might need to increase %w.",
     'replication slot "%i" does not exist',
     'replication slot "%i" already exists',
     'unrecognized configuration parameter "%i"',
@@ -496,6 +508,10 @@ _TEMPLATES: Final[tuple[str, ...]] = (
     "process %n avoided deadlock for %w on %s by rearranging queue order after %n ms",
     "process %n detected deadlock while waiting for %w on %s after %n ms",
     "process %n failed to acquire %w on %s after %n ms",
+    "process %n could not obtain %w on advisory lock [%v]",
+    "process %n could not obtain %w on %s",
+    "Process holding the lock: %s, Wait queue: %s.",
+    "Processes holding the lock: %s, Wait queue: %s.",
     "recovery still waiting after %n ms: %s",
     "recovery finished waiting after %n ms: %s",
     "Conflicting process: %n.",
@@ -550,6 +566,10 @@ _TEMPLATES: Final[tuple[str, ...]] = (
     #    utils/init/postinit.c, tcop/postgres.c, tcop/backend_startup.c
     'password authentication failed for user "%i"',
     '%w authentication failed for user "%i"',
+    'OAuth bearer authentication failed for user "%i"',
+    '"trust" authentication failed for user "%i"',
+    'authentication failed for user "%i": host rejected',
+    'authentication failed for user "%i": invalid authentication method',
     'Password does not match for user "%i".',
     'User "%i" has no password assigned.',
     'User "%i" has an expired password.',
@@ -753,9 +773,18 @@ _TEMPLATES: Final[tuple[str, ...]] = (
     "server process (PID %n) was terminated by exception %s",
     "%s process (PID %n) was terminated by signal %n: %s",
     "%s process (PID %n) exited with exit code %n",
+    # PG18 names the process by its type (postmaster.c LogChildExit with GetBackendTypeDesc):
+    # "client backend (PID 4838) was terminated by signal 9: Killed", "checkpointer (PID 71) ..."
+    "%s (PID %n) was terminated by signal %n: %s",
+    "%s (PID %n) exited with exit code %n",
+    "%s (PID %n) was terminated by exception %s",
+    "%s (PID %n) exited with unrecognized status %n",
     "terminating any other active server processes",
     "all server processes terminated; reinitializing",
     "database system shutdown was interrupted; last known up at %s",
+    # xlogrecovery.c (PG15+): a restore from a base backup
+    "starting backup recovery with redo LSN %s, checkpoint LSN %s, on timeline ID %n",
+    "completed backup recovery with redo LSN %s and end LSN %s",
     "MultiXact member wraparound protections are now enabled",
     "MultiXact member wraparound protections are disabled because oldest checkpointed MultiXact %n does not exist"
     " on disk",

@@ -223,6 +223,28 @@ REDACT_CASES = [
         "process 7 still waiting for ExclusiveLock on advisory lock [16384,0,4242,1] after 1000.1 ms",
         "process 7 still waiting for ExclusiveLock on advisory lock [...] after 1000.1 ms",
     ),
+    # PostgreSQL 16-18 texts, value-free: kept whole
+    ("client backend (PID 4838) was terminated by signal 9: Killed",) * 2,  # PG18 names the process type
+    ("checkpointer (PID 71) was terminated by signal 6: Aborted",) * 2,
+    ("walwriter (PID 74) exited with exit code 2",) * 2,
+    ("process 4711 could not obtain ShareLock on transaction 700737",) * 2,  # PG18 log_lock_failures
+    ("Process holding the lock: 4085, Wait queue: .",) * 2,
+    (
+        "process 4711 could not obtain ExclusiveLock on advisory lock [5,1,2,1]",
+        "process 4711 could not obtain ExclusiveLock on advisory lock [...]",
+    ),
+    ('OAuth bearer authentication failed for user "bob"',) * 2,  # PG18
+    ('"trust" authentication failed for user "bob"',) * 2,
+    ('authentication failed for user "bob": invalid authentication method',) * 2,
+    ('invalidating slot "standby1" because its restart_lsn 0/A0543F0 exceeds max_slot_wal_keep_size',) * 2,
+    ('invalidating obsolete replication slot "standby1"',) * 2,
+    ('terminating process 4800 to release replication slot "standby1"',) * 2,
+    ("The slot's restart_lsn 0/A0543F0 exceeds the limit by 419085328 bytes.",) * 2,
+    ('You might need to increase "max_slot_wal_keep_size".',) * 2,
+    ('The slot\'s idle time of 5min 03s exceeds the configured "idle_replication_slot_timeout" duration of 5min.',) * 2,
+    ('parameter "log_connections" changed to "receipt,authentication,authorization"',) * 2,
+    ("starting backup recovery with redo LSN 0/5000028, checkpoint LSN 0/5000080, on timeline ID 1",) * 2,
+    ("completed backup recovery with redo LSN 0/5000028 and end LSN 0/5000100",) * 2,
 ]
 
 
