@@ -898,6 +898,25 @@ _TEMPLATES: Final[tuple[str, ...]] = (
     "could not fork worker process: %s",
     "out of background worker slots",
     'You might need to increase "max_worker_processes".',
+    # -- replication/logical/worker.c apply_error_callback: the CONTEXT of a logical replication
+    #    apply worker's error (PG14 without the origin; PG15+ with it, "message type" and the
+    #    transaction's finish LSN): names, a transaction ID and an LSN
+    *(
+        f"{start}{target}{transaction}"
+        for start in (
+            'processing remote data for replication origin "%i" during message type "%i"',
+            'processing remote data for replication origin "%i" during "%i"',
+            'processing remote data during "%i"',
+        )
+        for target in ("", ' for replication target relation "%i"', ' for replication target relation "%i" column "%i"')
+        for transaction in (
+            "",
+            " in transaction %n",
+            " in transaction %n, finished at %s",
+            " in transaction %n finished at %s",
+        )
+    ),
+    'conflict detected on relation "%i": conflict=%w',  # PG18; its DETAIL holds the rows' values
 )
 
 

@@ -245,6 +245,14 @@ REDACT_CASES = [
     ('parameter "log_connections" changed to "receipt,authentication,authorization"',) * 2,
     ("starting backup recovery with redo LSN 0/5000028, checkpoint LSN 0/5000080, on timeline ID 1",) * 2,
     ("completed backup recovery with redo LSN 0/5000028 and end LSN 0/5000100",) * 2,
+    # a logical replication apply worker's CONTEXT (PG15+)
+    (
+        'processing remote data for replication origin "pg_16389" during message type "INSERT" for replication'
+        ' target relation "public.outbox" in transaction 12345, finished at 0/4EBF9D8',
+    )
+    * 2,
+    ('processing remote data for replication origin "pg_16416" during message type "INSERT" in transaction 763',) * 2,
+    ('conflict detected on relation "public.test": conflict=insert_exists',) * 2,
 ]
 
 
