@@ -30,7 +30,8 @@ How pieces are put back together:
   character's start, no whitespace after its first byte), however it looks.
 - Whether the file has sequence numbers is learned from it: a line of PostgreSQL's without a tag,
   one with `[seq-chunk]`, or a `[n]` piece that cannot open a message (`_opens_no_message`)
-  settles it; until then tags are read as sequence numbers (the default).
+  settles it; until then tags are read as sequence numbers (the default), and a message tagged
+  `[1]` is held as a message still coming, so that the `[2]` piece that settles it joins it.
 - rsyslog writes control characters as `#` and three octal digits (`#011` is a TAB): undone for
   the control characters only (a literal `#011` in a message cannot be told apart), and in a split
   piece (a chunk number) not for `#012`/`#015`: PostgreSQL cut the message at each newline first,
@@ -116,6 +117,10 @@ class _Message:
     last_piece: str = ""
     size: int = 0  # characters so far
     done: bool = False  # all its lines are in
+    # A first line tagged `[1]` read before the file showed whether tags are sequence numbers:
+    # its text still escaped, to be read as a piece (`unescape(newlines=False)`) if a `[2]` piece
+    # of the same process settles that they are chunks.
+    undecided: str | None = None
 
 
 class SyslogReader(ComposedReader):
@@ -137,6 +142,7 @@ class SyslogReader(ComposedReader):
         self._held: dict[int, _Message] = {}  # per process: its message whose lines still come
         self._queue: deque[_Message] = deque()  # every message not fed yet, in the order they start
         self._numbered = True  # syslog_sequence_numbers (see the module docstring)
+        self._settled = False  # the file has shown whether its tags are sequence numbers
 
     # -- EntryReader ------------------------------------------------------------------------------
 
@@ -198,19 +204,25 @@ class SyslogReader(ComposedReader):
                 mk = None  # `[1234] LOG:  ...`: the prefix's own brackets (`[%p] `), no tag
             else:
                 msg = rest
+        undecided = False
         if mk is None:
-            self._numbered = False
+            self._numbered, self._settled = False, True
         elif mk.group(2) is not None:
-            self._numbered = True
+            self._numbered, self._settled = True, True
             seq, chunk = int(mk.group(1)), int(mk.group(2))
         elif self._numbered and not self._opens_no_message(msg):
             seq = int(mk.group(1))
+            # `[1]` opens a process's first message with sequence numbers on, and every message
+            # of more than one piece with them off: until the file settles which, it is held, so
+            # that a `[2]` piece of the same process can still join it.
+            undecided = seq == 1 and not self._settled
         else:
             # `[n]` on a piece that cannot open a message (a TAB, a DETAIL/STATEMENT line, text
             # cut off a line): PostgreSQL writes `[seq]` only on a whole message (splitting off),
             # so these are pieces, `[chunk]`: sequence numbers are off and splitting is on.
-            self._numbered = False
+            self._numbered, self._settled = False, True
             chunk = int(mk.group(1))
+        escaped = msg
         # Split pieces (a chunk number) hold no newline of PostgreSQL's (see `unescape`).
         msg = unescape(msg, newlines=chunk is None)
         held = self._held.get(pid)
@@ -218,6 +230,12 @@ class SyslogReader(ComposedReader):
             del self._held[pid]
             held.done = True
             held = None
+        if undecided:
+            message = _Message(None, start, time_us, self._now, pid, [[msg]], msg, len(msg), undecided=escaped)
+            self._held[pid] = message
+            self._queue.append(message)
+            self._drain()
+            return
         if chunk is None:  # a message of one line
             self._queue.append(_Message(seq, start, time_us, self._now, pid, [[msg]], done=True))
             self._drain()
@@ -228,6 +246,9 @@ class SyslogReader(ComposedReader):
             self._drain()
             return
         held.last_at = self._now
+        if held.undecided is not None:  # its `[1]` was the first piece: read it as one
+            held.lines[0][0] = held.last_piece = unescape(held.undecided, newlines=False)
+            held.undecided = None
         if self._continues(held.last_piece, msg):
             held.lines[-1].append(msg)
         else:

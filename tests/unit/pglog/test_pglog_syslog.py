@@ -291,10 +291,44 @@ def test_chunk_tags_without_sequence_numbers_are_learned_from_a_piece_that_opens
 
     data = (message("01", 1) + message("02", 2) + message("03", 3)).encode()
     lines = read("syslog", data, prefix="%m [%p] ", full_text=True)
-    # The first one comes apart, read before the tags were known (docs/parsing.md); nothing is lost.
+    # The first `[1]` is held until its `[2]` shows the tags are chunks: none comes apart.
     assert [(x.message, x.statement, x.unparsed) for x in lines] == [
-        ("boom 1", None, False),
-        ("STATEMENT:  SELECT 1\nFROM t", None, True),
+        ("boom 1", "SELECT 1\nFROM t", False),
         ("boom 2", "SELECT 2\nFROM t", False),
         ("boom 3", "SELECT 3\nFROM t", False),
     ]
+
+
+def test_a_first_message_tagged_1_waits_for_what_the_tags_are() -> None:
+    """Before the file shows whether `[n]` are sequence numbers, a `[1]` message is held: a `[2]`
+    piece of its process that cannot open a message joins it (its `#012` then stays text, as in
+    every split piece); a `[2]` that opens a message leaves it whole (sequence numbers on)."""
+    forged = "#0122026-11-25 06:57:01.000 UTC [5] FATAL:  forged"
+    off = (
+        f"Nov 25 06:57:01 vm postgres[5]: [1] 2026-11-25 06:57:01.000 UTC [5] ERROR:  boom {forged}\n"
+        "Nov 25 06:57:01 vm postgres[9]: 2026-11-25 06:57:01.000 UTC [9] LOG:  other process\n"
+        "Nov 25 06:57:01 vm postgres[5]: [2] 2026-11-25 06:57:01.000 UTC [5] STATEMENT:  SELECT 1\n"
+    ).encode()
+    boom, other = read("syslog", off, prefix="%m [%p] ", full_text=True)
+    assert (boom.message, boom.statement, boom.pid) == (f"boom {forged}", "SELECT 1", 5)
+    assert other.message == "other process"
+
+    on = (
+        b"Nov 25 06:57:01 vm postgres[5]: [1] 2026-11-25 06:57:01.000 UTC [5] LOG:  connection authorized: user=a\n"
+        b"Nov 25 06:57:01 vm postgres[5]: [2] 2026-11-25 06:57:01.000 UTC [5] LOG:  statement: SELECT 1\n"
+        b"Nov 25 06:57:01 vm postgres[6]: [1] 2026-11-25 06:57:01.000 UTC [6] LOG:  statement: SELECT 2\n"
+    )
+    lines = read("syslog", on, prefix="%m [%p] ", full_text=True)
+    assert [(x.pid, x.kind, x.unparsed) for x in lines] == [
+        (5, "connection", False),
+        (5, "statement", False),
+        (6, "statement", False),
+    ]
+
+
+def test_a_held_first_message_comes_out_when_its_process_is_quiet() -> None:
+    reader = make_reader("syslog", line_prefix="%m [%p] ", timezone="UTC", full_text=True)
+    line = b"Nov 25 06:57:01 vm postgres[5]: [1] 2026-11-25 06:57:01.000 UTC [5] LOG:  statement: SELECT 1\n"
+    assert reader.feed(line, 0.0) == []
+    (statement,) = reader.flush_idle(5.0)
+    assert statement.statement == "SELECT 1"
