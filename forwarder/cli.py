@@ -225,6 +225,9 @@ def cmd_parse(args: argparse.Namespace) -> int:
     if prefixed and (unknown := unknown_escapes(args.prefix)):
         print(f"forwarder parse: PostgreSQL's log_line_prefix has no escape {', '.join(unknown)}", file=sys.stderr)
         return EX_USAGE
+    if not args.timezone:  # (the readers take "" for UTC; a flag given empty is a mistake)
+        print("forwarder parse: --timezone is empty: give log_timezone's IANA name, such as UTC", file=sys.stderr)
+        return EX_USAGE
     try:
         reader = make_reader(
             args.format,

@@ -273,6 +273,10 @@ def test_parse_says_when_the_log_is_in_another_time_zone() -> None:
     assert "2 lines were read with PostgreSQL's default meaning of EST" in out.stderr
     right = run("parse", "--prefix", "%m [%p] %q%u@%d ", "--timezone", "America/New_York", stdin=est)
     assert right.stderr == "" and right.stdout == out.stdout
+    # an empty flag is a mistake, not UTC
+    for zone, said in (("", "--timezone is empty"), ("Mars/Olympus", "unknown time zone 'Mars/Olympus'")):
+        wrong = run("parse", "--prefix", "%m [%p] %q%u@%d ", "--timezone", zone, stdin=est)
+        assert (wrong.returncode, wrong.stdout) == (2, "") and said in wrong.stderr
 
 
 @pytest.fixture
