@@ -253,6 +253,17 @@ REDACT_CASES = [
     * 2,
     ('processing remote data for replication origin "pg_16416" during message type "INSERT" in transaction 763',) * 2,
     ('conflict detected on relation "public.test": conflict=insert_exists',) * 2,
+    # IF [NOT] EXISTS notices (pg_repack and migrations write them on every run)
+    ('view "v" does not exist, skipping',) * 2,
+    ("function f(integer) does not exist, skipping",) * 2,
+    ('trigger "t" for relation "users" does not exist, skipping',) * 2,
+    ('column "c" of relation "t" already exists, skipping',) * 2,
+    ('schema "public" already exists, skipping',) * 2,
+    ('could not connect to server "fdw_orders"',) * 2,
+    (
+        "prepare: PREPARE p(text) AS SELECT * FROM t WHERE a <> 'x'",
+        "prepare: PREPARE p(text) AS SELECT * FROM t WHERE a <> $1",
+    ),
 ]
 
 
