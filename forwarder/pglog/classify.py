@@ -10,7 +10,8 @@ SQLSTATE only) and returns the kind plus what goes with it:
   auto_explain's `duration: N ms  plan:` and its plan, which stays in the message.
 - `statement`: `statement: <sql>` / `execute <name>: <sql>` (log_statement); the SQL moves to
   `statement` the same way, the message keeps `statement` / `execute <name>`. Also pgaudit's
-  `AUDIT: SESSION,...` records: the statement column moves, the message keeps the others.
+  `AUDIT: SESSION,...` records: the statement column moves, the message keeps the others; and
+  pg_cron's `cron job N starting: <command>`.
 - `lock_wait`: `process N still waiting for|acquired|avoided deadlock for|detected deadlock while
   waiting for ... after N ms` (log_lock_waits), `recovery still waiting|finished waiting after N ms`
   (log_recovery_conflict_waits); `duration_ms` is N.
@@ -116,6 +117,11 @@ def _audit(severity: str, sqlstate: str | None, message: str) -> Classification 
     message = f"{head},{parameters}"
     safe = severity == "LOG" and sqlstate is None and _SAFE_AUDIT(message) is not None
     return _new(Classification, ("statement", sqlstate, None, message, statement, safe))
+
+
+# pg_cron (src/pg_cron.c, cron.log_statement): "cron job %ld starting: %s" with the job's command,
+# which moves to `statement` like log_statement's.
+_CRON_STARTING: Final = re.compile(r"(cron job \d{1,20} starting): (.*)", re.DOTALL).fullmatch
 
 
 _COMMON_LABELS: Final = frozenset({"  statement", "  execute <unnamed>", "  parse <unnamed>", "  bind <unnamed>"})
@@ -481,6 +487,9 @@ def classify(severity: str, message: str, sqlstate: str | None) -> Classificatio
             return _report("connection", severity, sqlstate, message, _SAFE_CONNECTION)
         if message.startswith(_CHECKPOINT_PREFIXES):
             return _report("checkpoint", severity, sqlstate, message, _SAFE_CHECKPOINT)
+        if message.startswith("cron job ") and (m := _CRON_STARTING(message)) is not None:
+            safe = severity == "LOG" and sqlstate is None
+            return _new(Classification, ("statement", sqlstate, None, m.group(1), m.group(2), safe))
         if message.startswith("canceling autovacuum task"):
             return _new(
                 Classification,

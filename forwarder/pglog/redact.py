@@ -698,6 +698,14 @@ _TEMPLATES: Final[tuple[str, ...]] = (
     # logged go; an object name CSV-quoted (a comma or a quote in it) goes with them
     "AUDIT: %w,%n,%n,%w,%s,%s,%s,%v",
     "AUDIT: %w,%n,%n,%w,%s,%s,%v",
+    # pg_cron (src/pg_cron.c): a job's start (its command moved out by classify), its result
+    # (a command tag and row counts), its failure (the error text is the remote server's: a value)
+    "pg_cron scheduler started",
+    "cron job %n starting",
+    "cron job %n COMMAND completed: %s",
+    "cron job %n completed: %n %w",
+    "cron job %n failed",
+    "cron job %n %v",
     "prepare: %Q",  # postgres.c errdetail_execute: the PREPARE behind an EXECUTE
     "parameters: %p",
     "Parameters: %p",

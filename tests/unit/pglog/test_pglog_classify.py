@@ -290,6 +290,22 @@ def test_an_audit_word_alone_is_not_a_pgaudit_record(message: str) -> None:
     assert classify("LOG", message, None)[:2] == ("other", None)
 
 
+def test_a_pg_cron_job_start_is_a_statement() -> None:
+    text = (
+        f"{T0} [7] LOG:  cron job 3 starting: DELETE FROM events WHERE owner = 'alice@example.com'\n"
+        f"{T0} [7] LOG:  cron job 3 COMMAND completed: DELETE 5 5\n"
+        f'{T0} [7] LOG:  cron job 4 ERROR:  relation "alice@example.com" does not exist\n'
+    )
+    start, done, failed = parse_text(text)
+    assert (start.kind, start.message, start.statement) == (
+        "statement",
+        "cron job 3 starting",
+        "DELETE FROM events WHERE owner = $1",
+    )
+    assert (done.kind, done.message, done.redacted) == ("other", "cron job 3 COMMAND completed: DELETE 5 5", False)
+    assert (failed.message, failed.redacted) == ("cron job 4 ...", True)
+
+
 def test_a_pgaudit_record_keeps_no_parameter() -> None:
     text = (
         f"{T0} [1] a@b/c LOG:  AUDIT: SESSION,6,1,READ,SELECT,TABLE,public.users,"
