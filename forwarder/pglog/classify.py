@@ -7,7 +7,8 @@ SQLSTATE only) and returns the kind plus what goes with it:
 - `slow_query`: `duration: N ms` with or without `  statement|execute <name>|parse <name>|bind
   <name>: <sql>` (log_min_duration_statement, log_duration). `duration_ms` is N; the SQL moves out
   of the message into `statement`, the message keeps `duration: N ms  execute S_1`. Also
-  auto_explain's `duration: N ms  plan:` and its plan, which stays in the message.
+  auto_explain's `duration: N ms  plan:` and its plan, which stays in the message; the plan's
+  query text is the statement.
 - `statement`: `statement: <sql>` / `execute <name>: <sql>` (log_statement); the SQL moves to
   `statement` the same way, the message keeps `statement` / `execute <name>`. Also pgaudit's
   `AUDIT: SESSION,...` records: the statement column moves, the message keeps the others; and
@@ -55,6 +56,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from typing import Final, NamedTuple
+
+import orjson
 
 from forwarder.model import Kind
 
@@ -105,6 +108,41 @@ _SAFE_AUDIT: Final = re.compile(
     r'(?:[^,"\r\n]*|"(?:[^"\r\n]|"")*"),<(?:none|not logged|previously logged)>(?:,\d+)?'
 ).fullmatch
 _AUDIT_MARKERS: Final = frozenset({"<not logged>", "<previously logged>"})
+
+
+# auto_explain's text format (explain.c): "Query Text: <the query as sent>", then PG16+'s "Query
+# Parameters: ...", then the plan, whose top node line always has its costs (auto_explain keeps
+# es->costs on): the first such line ends a query text of several lines.
+_PLAN_AFTER_QUERY: Final = re.compile(r"\n(?:Query Parameters: |\S[^\n]*?  \(cost=\d)")
+
+
+def plan_query(plan: str) -> str | None:
+    """The query text of an auto_explain plan (`plan` is what follows "plan:"), in any of its four
+    formats; None when it cannot be told (a cut plan, another shape)."""
+    body = plan.lstrip("\n")
+    try:
+        if body.startswith("Query Text: "):
+            text = body[12:]
+            if text[:1] == '"':
+                # YAML: explain.c escape_yaml writes the text as a JSON string on one line
+                end = text.find("\n")
+                query = orjson.loads(text if end < 0 else text[:end])
+                return query if isinstance(query, str) else None
+            m = _PLAN_AFTER_QUERY.search(text)
+            return text[: m.start()] if m is not None else None
+        if body.startswith("{"):  # JSON: {"Query Text": ..., "Plan": ...}
+            document = orjson.loads(body)
+            query = document.get("Query Text") if isinstance(document, dict) else None
+            return query if isinstance(query, str) else None
+        if body.startswith("<explain"):  # XML: escape_xml writes &, < and > as entities
+            start = body.find("<Query-Text>")
+            end = body.find("</Query-Text>", start)
+            if start < 0 or end < 0:
+                return None
+            return body[start + 12 : end].replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    except orjson.JSONDecodeError:
+        return None
+    return None
 
 
 def _audit(severity: str, sqlstate: str | None, message: str) -> Classification | None:
@@ -476,8 +514,10 @@ def classify(severity: str, message: str, sqlstate: str | None) -> Classificatio
                 elif message.startswith("  plan:", rest):
                     # auto_explain (contrib/auto_explain/auto_explain.c): "duration: %.3f ms  plan:\n%s".
                     # The plan (text, JSON, YAML or XML) holds the query text and the values of its
-                    # filters: it stays in the message, where value removal keeps the first line.
-                    return _new(Classification, ("slow_query", sqlstate, float(number), message, None, False))
+                    # filters: it stays in the message, where value removal keeps the first line;
+                    # its query text is the statement (normalized like any other).
+                    statement = plan_query(message[rest + 7 :])
+                    return _new(Classification, ("slow_query", sqlstate, float(number), message, statement, False))
         elif message.startswith("deadlock detected"):
             return _new(Classification, ("deadlock", _state(sqlstate, "40P01"), None, message, None, False))
         elif message.startswith("disconnection:"):

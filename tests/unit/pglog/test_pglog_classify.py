@@ -6,7 +6,7 @@ import pytest
 from pglog_helpers import T0, one, parse_text
 
 from forwarder.model import KINDS, LogLine
-from forwarder.pglog.classify import classify
+from forwarder.pglog.classify import classify, plan_query
 
 # (severity, message, given sqlstate, kind, sqlstate, duration_ms)
 CASES = [
@@ -288,6 +288,33 @@ def test_a_pgaudit_record_is_a_statement(message: str, kept: str, statement: str
 )
 def test_an_audit_word_alone_is_not_a_pgaudit_record(message: str) -> None:
     assert classify("LOG", message, None)[:2] == ("other", None)
+
+
+@pytest.mark.parametrize(
+    ("plan", "query"),
+    [
+        ("\nQuery Text: SELECT 1\nResult  (cost=0.00..0.01 rows=1 width=4)", "SELECT 1"),
+        (  # several lines, and PG16+'s parameters (values) after it
+            "\nQuery Text: SELECT a\n  FROM t WHERE b = $1\nQuery Parameters: $1 = 'x'"
+            "\nSeq Scan on t  (cost=0.00..1.00 rows=1 width=4)",
+            "SELECT a\n  FROM t WHERE b = $1",
+        ),
+        ("\nQuery Text: SELECT a FROM t", None),  # cut before the plan: where the query ends is unknown
+        ('\nQuery Text: "SELECT \'a\'\\n;"\nPlan: \n  Node Type: "Result"', "SELECT 'a'\n;"),  # YAML
+        ('\n{\n  "Query Text": "SELECT 1 < 2",\n  "Plan": {}\n}', "SELECT 1 < 2"),  # JSON
+        ('\n{\n  "Query Text": "SELECT 1', None),  # JSON cut
+        (
+            '\n<explain xmlns="x">\n  <Query-Text>SELECT 1 &lt; 2 &amp;&amp; &amp;lt;</Query-Text>',
+            "SELECT 1 < 2 && &lt;",
+        ),
+        ('\n<explain xmlns="x">\n  <Query-Text>SELECT 1', None),  # XML cut
+        ("\nsomething else", None),
+    ],
+)
+def test_an_auto_explain_plans_query_text(plan: str, query: str | None) -> None:
+    assert plan_query(plan) == query
+    found = classify("LOG", f"duration: 1.500 ms  plan:{plan}", None)
+    assert (found.kind, found.duration_ms, found.statement, found.safe) == ("slow_query", 1.5, query, False)
 
 
 def test_a_pg_cron_job_start_is_a_statement() -> None:
