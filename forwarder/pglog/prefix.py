@@ -143,6 +143,7 @@ def compile_prefix(prefix: str) -> PrefixPattern:
     raw_literals: dict[int, str] = {}  # index in parts -> the literal text it matches
     lazy: dict[int, tuple[int, bool]] = {}  # index in parts -> (bound, capturing) of a free-text value
     head_end = -1  # index in parts of the first name
+    users: set[int] = set()  # indexes in parts of %u
     fields: dict[str, int] = {}
     ngroups = 0
     optional_from = -1
@@ -201,6 +202,8 @@ def compile_prefix(prefix: str) -> PrefixPattern:
             group = f"(?:{value})"
         if esc in _NAMES and head_end < 0:
             head_end = len(parts)
+        if esc == "u":
+            users.add(len(parts))
         free = _LAZY.fullmatch(value)
         if free is not None and padding == 0:
             lazy[len(parts)] = (int(free.group(1)), group.startswith("(") and not group.startswith("(?:"))
@@ -213,10 +216,16 @@ def compile_prefix(prefix: str) -> PrefixPattern:
     # (before %q's group is made optional: a line with a name has everything up to it)
     head = "".join(parts[:head_end]) if head_end > 0 else None
     fast_parts = list(parts)
+    # The fast regex's names exclude what follows each of them, and those after a user name also
+    # what follows the user: "alice@example.com@shop" then fails it (the fast regex would take the
+    # first split) and the regex, whose user name takes the last, reads it (below).
+    first_user = min(users, default=len(parts))
+    after_user = {raw_literals[k + 1][0] for k in users if raw_literals.get(k + 1, "\n")[0] != "\n"}
     for k, (bound, capturing) in lazy.items():
         follow = raw_literals.get(k + 1, "")
         if follow and follow[0] != "\n":
-            free_text = f"[^{re.escape(follow[0])}\n]{{0,{bound}}}"
+            excluded = follow[0] + "".join(sorted(after_user - {follow[0]})) if k > first_user else follow[0]
+            free_text = f"[^{re.escape(excluded)}\n]{{0,{bound}}}"
             # Russian writes "[н/д]" for [unknown]: before a "/" that follows it, this split is
             # wrong. The fast regex fails on it (a lookahead, cheap where a name does not start
             # with "["), and the regex takes the word whole before any other split.
@@ -225,6 +234,12 @@ def compile_prefix(prefix: str) -> PrefixPattern:
                 free_text = f"(?!{whole}){free_text}"
                 parts[k] = parts[k].replace(f".{{0,{bound}}}?", f"(?:{whole}|.{{0,{bound}}}?)", 1)
             fast_parts[k] = f"({free_text})" if capturing else f"(?:{free_text})"
+            if k in users:
+                # A user name may hold the character that follows it (`%u@%d` with a role named
+                # like an e-mail address, as IAM and Entra ID logins are): where the fast regex
+                # fails, the user takes the last split that still reads the line, the names after
+                # it the first (a database or application name holding "@" is rarer).
+                parts[k] = parts[k].replace(f".{{0,{bound}}}?", f".{{0,{bound}}}", 1)
     if optional_from >= 0:
         parts[optional_from:] = [f"(?:{''.join(parts[optional_from:])})?"]
         fast_parts[optional_from:] = [f"(?:{''.join(fast_parts[optional_from:])})?"]

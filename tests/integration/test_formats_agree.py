@@ -124,3 +124,18 @@ def test_a_database_name_holding_a_newline_keeps_its_sessions_lines(pg_cluster_f
         error = next(line for line in stderr if line.sqlstate == "22P02")
         assert (error.database, error.application) == (name, "newline")
         assert (SECRET in repr(error)) is full_text
+
+
+def test_a_user_named_like_an_email_address_is_read_whole(pg_cluster_factory: PgClusterFactory) -> None:
+    """`%u@%d` with a role named `alice@example.com` (IAM and Entra ID logins are named so): stderr
+    gives the user and database csvlog and jsonlog give, not `alice` and `example.com@shop`; an
+    application name holding "@" and "/" stays whole too."""
+    cluster = pg_cluster_factory({"log_line_prefix": PREFIX})
+    cluster.query('CREATE ROLE "alice@example.com" LOGIN SUPERUSER')
+    cluster.query("CREATE DATABASE shop")
+    cluster.psql("SELECT 1/0;", db="shop", user="alice@example.com", app_name="my app/v2 @x", check=False)
+    cluster.stop()
+
+    stderr = agreeing_lines(cluster, prefix=PREFIX, full_text=False)
+    error = next(line for line in stderr if line.sqlstate == "22012")
+    assert (error.user, error.database, error.application) == ("alice@example.com", "shop", "my app/v2 @x")

@@ -222,3 +222,19 @@ def test_an_unknown_format_is_refused() -> None:
 )
 def test_escapes_postgresql_lacks_are_named(prefix: str, unknown: list[str]) -> None:
     assert unknown_escapes(prefix) == unknown
+
+
+@pytest.mark.parametrize(
+    ("prefix", "names", "expected"),
+    [
+        ("%m [%p] %q%u@%d/%a ", "alice@example.com@shop/psql", ("alice@example.com", "shop", "psql")),
+        ("%m [%p] %q%u@%d/%a ", "alice@shop/my@app", ("alice", "shop", "my@app")),
+        ("%m [%p] %q%u@%d/%a ", "alice@example.com@shop/my app/v2 @x", ("alice@example.com", "shop", "my app/v2 @x")),
+        ("%m [%p] %q%u@%d ", "alice@example.com@shop", ("alice@example.com", "shop", None)),
+        ("%m [%p] %q%a %u@%d ", "my@app alice@example.com@shop", ("alice@example.com", "shop", "my@app")),
+        ("%m [%p] %q%u@%d ", "bob@db", ("bob", "db", None)),
+    ],
+)
+def test_a_user_name_takes_the_last_split(prefix: str, names: str, expected: tuple[str, str, str | None]) -> None:
+    line = one(f"{T0} [1] {names} LOG:  statement: SELECT 1\n", prefix=prefix)
+    assert (line.user, line.database, line.application) == expected
