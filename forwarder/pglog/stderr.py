@@ -98,6 +98,7 @@ class StderrReader(LineReader):
         self._multiline_match = p.multiline_regex.match if p.multiline_regex is not None else None
         self._held: list[tuple[bytes, int]] = []
         self._releasing = False
+        self._pending_head = ""  # the prefix text of the pending entry's first line
 
     def _line(self, raw: bytes, start: int, cut: bool) -> None:
         # One method for the whole of a prefixed line (no helper calls on the path most lines
@@ -126,6 +127,7 @@ class StderrReader(LineReader):
                 if severity is None:  # DEBUG1-5 spelled out, or question marks (prefix.py)
                     severity = "LOG" if word[0] == "?" else word
                 entry = self._entry(g, severity, text[m.end() :], nbytes)
+                self._pending_head = text[: m.start(sev_i + 1)]
                 sqlstate = g[sev_i + 1]  # the verbose SQLSTATE follows the severity
                 if sqlstate is None and self._sql_i >= 0:
                     sqlstate = g[self._sql_i]
@@ -164,9 +166,16 @@ class StderrReader(LineReader):
             self._record_start = start
             return
         pending = self._pending
-        # An orphan absorbs only TAB-led lines: otherwise a log read with the wrong prefix would
-        # become one giant entry cut at 1 MiB, and every malformed line must be kept as a line.
-        if pending is not None and (tab or not pending.orphan):
+        # A TAB-led line continues the entry: PostgreSQL writes every newline of a message with a
+        # TAB after it (elog.c append_with_tabs). So does a line with the entry's own prefix text
+        # whose label is not read (a translated label a process without a locale wrote as "???").
+        # Other text is not PostgreSQL's (a child process's stderr: archive_command, COPY ...
+        # PROGRAM; an assertion's TRAP line; lines after log_line_prefix changed): an entry of its
+        # own, kind other, not a part of the entry before it (nor, after an orphan, one giant
+        # entry cut at 1 MiB).
+        if pending is not None and (
+            tab or (not pending.orphan and self._pending_head and text.startswith(self._pending_head))
+        ):
             pending.add_line(text, nbytes, MAX_ENTRY_BYTES)
             if cut:
                 pending.truncated = True

@@ -48,19 +48,31 @@ def test_secondary_lines_fill_their_fields() -> None:
     assert entry.statement == "INSERT INTO users VALUES ($1)"
 
 
-def test_tab_and_unprefixed_lines_continue_the_last_field() -> None:
+def test_tab_lines_continue_the_last_field_and_other_unprefixed_text_is_its_own_entry() -> None:
+    """PostgreSQL writes a TAB after every newline of a message (elog.c append_with_tabs); text
+    without the prefix and without the TAB is a child process's stderr (COPY ... PROGRAM,
+    archive_command) or an assertion's TRAP line: kept as an entry, not glued to the one above."""
     text = (
         line(7, "LOG", "statement: SELECT a,")
         + b"\t       b\n"
         + b"\tFROM t\n"
         + line(7, "ERROR", "boom")
         + line(7, "DETAIL", "first")
-        + b"second line of detail without a prefix\n"
+        + b"\tsecond line of detail\n"
+        + b"child-secret written by a program\n"
+        + b"\tits TAB-led line\n"
+        + line(7, "LOG", "statement: SELECT 2")
     )
-    first, second = parse_text(text)
+    first, second, child, third = parse_text(text)
     assert first.kind == "statement"
     assert first.statement == "SELECT a,\n       b\nFROM t"
-    assert second.detail == "first\nsecond line of detail without a prefix"
+    assert second.detail == "first\nsecond line of detail"
+    assert (child.kind, child.message, child.unparsed) == (
+        "other",
+        "child-secret written by a program\nits TAB-led line",
+        True,
+    )
+    assert third.statement == "SELECT 2"
 
 
 def test_query_goes_into_context_and_location_is_dropped() -> None:
@@ -246,11 +258,11 @@ def test_a_held_piece_keeps_the_committed_offset_and_goes_its_way_when_nothing_j
     assert r.committed_offset == len(first)
     assert [(e.message, e.database) for e in r.flush_written()] == [("joined", "nl\ndb")]
     # a piece that starts like a prefix but is another format's line: read as before, at the
-    # end of the data (PostgreSQL writes a message whole) it continues the entry above
+    # end of the data (PostgreSQL writes a message whole), as an entry of its own
     r = new_reader()
     other = f"{T0} [9] not a prefixed line\n".encode()
     out = r.feed(first + other, now=0.0) + r.flush_written()
-    assert [(e.message, e.pid) for e in out] == [(f"boom\n{other.decode().rstrip()}", 1)]
+    assert [(e.message, e.pid, e.unparsed) for e in out] == [("boom", 1, False), (other.decode().rstrip(), None, True)]
     assert r.committed_offset == len(first + other)
 
 

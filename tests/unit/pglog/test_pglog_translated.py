@@ -149,12 +149,15 @@ def test_a_process_without_a_database_writes_question_marks_read_as_log() -> Non
     text = (
         f"{T0} [7] ??:  checkpoint ?????\n"
         f"{T0} [8] [????]@[????]/[????] ?????????:  ?? ??: host=[local]\n"
-        f"{T0} [8] ??????????:   pqcomm.c:573\n"  # Georgian LOCATION's three spaces: not a severity
+        # Georgian LOCATION's three spaces: not a severity; the line has its entry's prefix text
+        f"{T0} [8] [????]@[????]/[????] ??????????:   pqcomm.c:573\n"
     )
     checkpoint, connection = parse_text(text, full_text=True)
     assert (checkpoint.severity, checkpoint.pid, checkpoint.message) == ("LOG", 7, "checkpoint ?????")
     assert (connection.severity, connection.pid, connection.user, connection.application) == ("LOG", 8, None, None)
-    assert connection.message.endswith("?? ??: host=[local]\n" + f"{T0} [8] ??????????:   pqcomm.c:573")
+    assert connection.message.endswith(
+        "?? ??: host=[local]\n" + f"{T0} [8] [????]@[????]/[????] ??????????:   pqcomm.c:573"
+    )
 
 
 def test_csvlog_severity_in_the_servers_language() -> None:
