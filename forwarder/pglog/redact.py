@@ -234,6 +234,12 @@ _TEMPLATES: Final[tuple[str, ...]] = (
     'The slot\'s idle time of %s exceeds the configured "%i" duration of %s.',
     'You might need to increase "%i".',
     "You might need to increase %w.",
+    # log_replication_commands (PG17+ slot.c) and the slot sync worker (PG17+ slotsync.c)
+    'acquired logical replication slot "%i"',
+    'released logical replication slot "%i"',
+    'acquired physical replication slot "%i"',
+    'released physical replication slot "%i"',
+    "slot sync worker started",
     'replication slot "%i" does not exist',
     'replication slot "%i" already exists',
     'unrecognized configuration parameter "%i"',
@@ -618,6 +624,10 @@ _TEMPLATES: Final[tuple[str, ...]] = (
     'authentication failed for user "%i": host rejected',
     'authentication failed for user "%i": invalid authentication method',
     'Password does not match for user "%i".',
+    # PG18 user.c / crypt.c: MD5 passwords are deprecated
+    "setting an MD5-encrypted password",
+    "MD5 password support is deprecated and will be removed in a future release of PostgreSQL.",
+    "Refer to the PostgreSQL documentation for details about migrating to another password type.",
     'User "%i" has no password assigned.',
     'User "%i" has an expired password.',
     'User "%i" does not have a valid SCRAM secret.',

@@ -260,6 +260,8 @@ REDACT_CASES = [
     ('column "c" of relation "t" already exists, skipping',) * 2,
     ('schema "public" already exists, skipping',) * 2,
     ('could not connect to server "fdw_orders"',) * 2,
+    ('acquired logical replication slot "sub1"',) * 2,
+    ("setting an MD5-encrypted password",) * 2,
     (
         "prepare: PREPARE p(text) AS SELECT * FROM t WHERE a <> 'x'",
         "prepare: PREPARE p(text) AS SELECT * FROM t WHERE a <> $1",
