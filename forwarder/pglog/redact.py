@@ -997,10 +997,13 @@ _TEMPLATES: Final[tuple[str, ...]] = (
 class _Template:
     """One compiled template: a regex anchored at a line start and the action of each group."""
 
-    __slots__ = ("actions", "regex")
+    __slots__ = ("actions", "needle", "regex")
 
     def __init__(self, text: str) -> None:
         parts = re.split(r"%([a-zQ%])", text)
+        # Its longest literal text: a line without it cannot match (checked before the regex for
+        # the templates that start with a placeholder, which every unknown line would try).
+        self.needle = max(parts[0::2], key=len)
         pattern: list[str] = []
         actions: list[int] = []
         for i, part in enumerate(parts):
@@ -1109,8 +1112,7 @@ def _redact(text: str) -> tuple[str, bool]:
                     break
             if m is None:
                 for template in _ANY_WORD:
-                    m = template.regex.match(text, pos)
-                    if m is not None:
+                    if text.find(template.needle, pos) >= 0 and (m := template.regex.match(text, pos)) is not None:
                         break
             if m is None or template is None:
                 # Unknown: this line and the rest of the field go. (TOKEN alone is what an earlier

@@ -22,6 +22,7 @@ The prefix is compiled by `prefix.py` (every escape PostgreSQL has, with padding
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Final
 
@@ -98,7 +99,7 @@ class StderrReader(LineReader):
         self._multiline_match = p.multiline_regex.match if p.multiline_regex is not None else None
         self._held: list[tuple[bytes, int]] = []
         self._releasing = False
-        self._pending_head = ""  # the prefix text of the pending entry's first line
+        self._pending_match: re.Match[str] | None = None  # the prefix match of the pending entry's first line
 
     def _line(self, raw: bytes, start: int, cut: bool) -> None:
         # One method for the whole of a prefixed line (no helper calls on the path most lines
@@ -127,7 +128,7 @@ class StderrReader(LineReader):
                 if severity is None:  # DEBUG1-5 spelled out, or question marks (prefix.py)
                     severity = "LOG" if word[0] == "?" else word
                 entry = self._entry(g, severity, text[m.end() :], nbytes)
-                self._pending_head = text[: m.start(sev_i + 1)]
+                self._pending_match = m
                 sqlstate = g[sev_i + 1]  # the verbose SQLSTATE follows the severity
                 if sqlstate is None and self._sql_i >= 0:
                     sqlstate = g[self._sql_i]
@@ -173,9 +174,7 @@ class StderrReader(LineReader):
         # PROGRAM; an assertion's TRAP line; lines after log_line_prefix changed): an entry of its
         # own, kind other, not a part of the entry before it (nor, after an orphan, one giant
         # entry cut at 1 MiB).
-        if pending is not None and (
-            tab or (not pending.orphan and self._pending_head and text.startswith(self._pending_head))
-        ):
+        if pending is not None and (tab or (not pending.orphan and self._same_prefix(text))):
             pending.add_line(text, nbytes, MAX_ENTRY_BYTES)
             if cut:
                 pending.truncated = True
@@ -188,6 +187,14 @@ class StderrReader(LineReader):
         orphan.orphan = True
         orphan.truncated = cut
         self._begin(orphan, start)
+
+    def _same_prefix(self, text: str) -> bool:
+        """`text` starts with the prefix text of the pending entry's first line (not empty)."""
+        m = self._pending_match
+        if m is None:
+            return False
+        end = m.start(self._sev_i + 1)
+        return end > 0 and text.startswith(m.string[:end])
 
     def _joined(self, raw: bytes, start: int, cut: bool) -> bool:
         """The line after held ones: True when it was taken with them, as one prefixed line or as
