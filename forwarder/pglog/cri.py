@@ -23,7 +23,7 @@ import re
 from typing import Final
 
 from forwarder.pglog.composed import ComposedReader, parse_rfc3339
-from forwarder.pglog.reader import MAX_ENTRY_BYTES
+from forwarder.pglog.reader import MAX_ENTRY_BYTES, TEXT_ERRORS
 
 _RECORD: Final = re.compile(rb"(\S{20,40}) (stdout|stderr) ([A-Z](?::[A-Z])*) ?")
 
@@ -73,7 +73,7 @@ class CriReader(ComposedReader):
         self._sync_matched()
 
     def _feed_joined(self, data: bytes, start: int, time_us: int | None) -> None:
-        text = data.decode("utf-8", "replace")
+        text = data.decode("utf-8", TEXT_ERRORS)
         if text[-1:] == "\r":
             text = text[:-1]
         self._feed_text([text], start, time_us, None)

@@ -52,7 +52,7 @@ from typing import Final
 
 from forwarder.model import LogLine
 from forwarder.pglog.entry import Entry
-from forwarder.pglog.reader import MAX_ENTRY_BYTES, LineReader
+from forwarder.pglog.reader import MAX_ENTRY_BYTES, TEXT_ERRORS, LineReader
 from forwarder.pglog.times import TimeParser
 from forwarder.pglog.translated import SEVERITY_OF
 
@@ -245,7 +245,7 @@ class CsvlogReader(LineReader):
 
     def _record(self, data: bytes, nbytes: int, cut: bool) -> None:
         """One whole record (`data` without its final newline; only its beginning when `cut`)."""
-        text = data.decode("utf-8", "replace")
+        text = data.decode("utf-8", TEXT_ERRORS)
         if "\r" in text:
             text = text.replace("\r\n", "\n").removesuffix("\r")
         row: list[str] | None
@@ -298,7 +298,7 @@ class CsvlogReader(LineReader):
         self._out.append(entry.finish(self.full_text))
 
     def _malformed(self, data: bytes, nbytes: int, cut: bool) -> None:
-        self._malformed_text(data.decode("utf-8", "replace"), nbytes, cut)
+        self._malformed_text(data.decode("utf-8", TEXT_ERRORS), nbytes, cut)
 
     def _malformed_text(self, text: str, nbytes: int, cut: bool) -> None:
         if "\r" in text:  # as the stderr reader would show these lines

@@ -35,6 +35,7 @@ from collections.abc import Iterable
 import orjson
 
 from forwarder.pglog.composed import ComposedReader
+from forwarder.pglog.reader import TEXT_ERRORS
 
 __all__ = ["JournalReader", "journal_message"]
 
@@ -45,7 +46,7 @@ def journal_message(record: dict[str, object]) -> str | None:
     if isinstance(message, str):
         return message
     if isinstance(message, list) and all(isinstance(b, int) and 0 <= b < 256 for b in message):
-        return bytes(message).decode("utf-8", "replace")
+        return bytes(message).decode("utf-8", TEXT_ERRORS)
     return None
 
 
@@ -68,7 +69,7 @@ class JournalReader(ComposedReader):
             record = None
         if not isinstance(record, dict):
             if raw.strip():  # not a record: kept as a line that did not match, never dropped
-                self._feed_text([raw.decode("utf-8", "replace")], start, None, None)
+                self._feed_text([raw.decode("utf-8", TEXT_ERRORS)], start, None, None)
                 self._sync_matched()
             return
         if self._identifiers and record.get("SYSLOG_IDENTIFIER") not in self._identifiers:

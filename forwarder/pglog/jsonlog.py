@@ -39,7 +39,7 @@ import orjson
 
 from forwarder.pglog.csvlog import malformed_entry, wall_time_us
 from forwarder.pglog.entry import Entry
-from forwarder.pglog.reader import LineReader
+from forwarder.pglog.reader import TEXT_ERRORS, LineReader
 from forwarder.pglog.times import TimeParser
 
 _TEXT_KEYS: Final = (
@@ -84,14 +84,14 @@ def _loads(raw: bytes) -> Any:
         pass
     try:
         # orjson refuses invalid UTF-8 (and lone surrogates) outright: retry with replacements.
-        return orjson.loads(raw.decode("utf-8", "replace"))
+        return orjson.loads(raw.decode("utf-8", TEXT_ERRORS))
     except orjson.JSONDecodeError:
         return None
 
 
 def _loads_cut(raw: bytes) -> Any:
     """The object of a line cut at the cap, closed where it was cut; None when that fails."""
-    text = raw.decode("utf-8", "replace").rstrip()
+    text = raw.decode("utf-8", TEXT_ERRORS).rstrip()
     for drop in range(8):
         head = text[: len(text) - drop] if drop else text
         if head.endswith(","):
@@ -157,5 +157,5 @@ class JsonlogReader(LineReader):
         self._out.append(entry.finish(self.full_text))
 
     def _other(self, raw: bytes, nbytes: int, cut: bool) -> None:
-        entry = malformed_entry(raw.removesuffix(b"\r").decode("utf-8", "replace"), nbytes, cut)
+        entry = malformed_entry(raw.removesuffix(b"\r").decode("utf-8", TEXT_ERRORS), nbytes, cut)
         self._out.append(entry.finish(self.full_text))

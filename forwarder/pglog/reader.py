@@ -27,7 +27,9 @@ interleave; they then come out as separate entries or orphan lines, never lost.
 
 from __future__ import annotations
 
+import codecs
 from abc import ABC, abstractmethod
+from typing import Final
 
 from forwarder.model import LogLine
 from forwarder.pglog.entry import Entry
@@ -38,6 +40,22 @@ from forwarder.pglog.times import TimeCounts, TimeParser
 IDLE_FLUSH_SECONDS = 1.0
 MAX_ENTRY_BYTES = 1 << 20
 WHOLE_WRITE_BYTES = 4096
+
+# How the readers decode the log: UTF-8, and each byte that is not part of a UTF-8 sequence as the
+# Latin-1 character of that value. A database whose encoding is not UTF-8 (LATIN1, WIN1252,
+# EUC_JP, SJIS...) has its statements and names written to the server log in that encoding
+# (PostgreSQL converts nothing there): LATIN1 text then reads right, and any other keeps every
+# byte, reversibly, where a replacement character would lose it.
+TEXT_ERRORS: Final = "forwarder-latin1"
+
+
+def _latin1(exc: UnicodeError) -> tuple[str, int]:
+    if not isinstance(exc, UnicodeDecodeError):
+        raise exc
+    return exc.object[exc.start : exc.end].decode("latin-1"), exc.end
+
+
+codecs.register_error(TEXT_ERRORS, _latin1)
 
 
 class LineReader(ABC):

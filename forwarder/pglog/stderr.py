@@ -29,7 +29,7 @@ from typing import Final
 from forwarder.model import LogLine
 from forwarder.pglog.entry import Entry
 from forwarder.pglog.prefix import compile_prefix
-from forwarder.pglog.reader import IDLE_FLUSH_SECONDS, MAX_ENTRY_BYTES, LineReader
+from forwarder.pglog.reader import IDLE_FLUSH_SECONDS, MAX_ENTRY_BYTES, TEXT_ERRORS, LineReader
 from forwarder.pglog.times import TimeParser, parse_epoch
 from forwarder.pglog.translated import ENGLISH_LABEL_END, LABELS, SEVERITY_OF, UNKNOWN
 
@@ -106,7 +106,7 @@ class StderrReader(LineReader):
         # take): it runs for every physical line.
         if self._held and self._joined(raw, start, cut):
             return
-        text = raw.decode("utf-8", "replace")
+        text = raw.decode("utf-8", TEXT_ERRORS)
         nbytes = len(raw) + 1
         if text[-1:] == "\r":
             text = text[:-1]
@@ -203,7 +203,7 @@ class StderrReader(LineReader):
         held = self._held
         if raw[:1] != b"\t" and not cut:
             joined = b"\n".join([piece for piece, _ in held] + [raw])
-            text = joined.decode("utf-8", "replace").replace("\r\n", "\n")
+            text = joined.decode("utf-8", TEXT_ERRORS).replace("\r\n", "\n")
             if self._multiline_match is not None and self._multiline_match(text) is not None:
                 first = held[0][1]
                 held.clear()

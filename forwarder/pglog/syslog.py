@@ -60,7 +60,7 @@ from typing import Final
 
 from forwarder.model import LogLine
 from forwarder.pglog.composed import ComposedReader, parse_rfc3339
-from forwarder.pglog.reader import IDLE_FLUSH_SECONDS, MAX_ENTRY_BYTES
+from forwarder.pglog.reader import IDLE_FLUSH_SECONDS, MAX_ENTRY_BYTES, TEXT_ERRORS
 from forwarder.pglog.stderr import SECONDARY_WORDS
 from forwarder.pglog.times import load_zone
 
@@ -174,7 +174,7 @@ class SyslogReader(ComposedReader):
         self._sync_matched()
 
     def _line(self, raw: bytes, start: int, cut: bool) -> None:
-        text = raw.decode("utf-8", "replace")
+        text = raw.decode("utf-8", TEXT_ERRORS)
         if text[-1:] == "\r":
             text = text[:-1]
         if not text:

@@ -139,3 +139,21 @@ def test_a_user_named_like_an_email_address_is_read_whole(pg_cluster_factory: Pg
     stderr = agreeing_lines(cluster, prefix=PREFIX, full_text=False)
     error = next(line for line in stderr if line.sqlstate == "22012")
     assert (error.user, error.database, error.application) == ("alice@example.com", "shop", "my app/v2 @x")
+
+
+def test_a_latin1_databases_text_is_read_as_written(pg_cluster_factory: PgClusterFactory) -> None:
+    """PostgreSQL writes a statement and a message's values to the server log in the database's
+    encoding: a LATIN1 database's "café" is the byte 0xE9 there. Each format reads it as "é", not a
+    replacement character (which would lose it)."""
+    cluster = pg_cluster_factory({"log_line_prefix": PREFIX})
+    cluster.query("CREATE DATABASE lat ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
+    # (the client speaks UTF-8: the server converts its text to LATIN1, and logs it so)
+    cluster.psql(
+        "SET client_encoding = 'UTF8';\nSELECT 'café'::int AS \"naïve\";", db="lat", app_name="latin1", check=False
+    )
+    cluster.stop()
+
+    stderr = agreeing_lines(cluster, prefix=PREFIX, full_text=True)
+    error = next(line for line in stderr if line.sqlstate == "22P02")
+    assert error.message == 'invalid input syntax for type integer: "café" at character 8'
+    assert error.statement == "SELECT 'café'::int AS \"naïve\";"

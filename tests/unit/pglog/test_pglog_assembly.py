@@ -272,11 +272,17 @@ def test_crlf_line_ends() -> None:
     assert entry.message == "hello"
 
 
-def test_invalid_utf8_is_replaced_not_a_crash() -> None:
-    text = line(1, "ERROR", "bad \xff bytes").replace("\xff".encode(), b"\xff\xfe") + b"\t\xc3\n"
+def test_bytes_that_are_not_utf8_are_read_as_latin1_not_lost() -> None:
+    # a LATIN1 database's "café" (0xE9), stray bytes, a cut sequence: each byte kept as its Latin-1
+    # character, valid UTF-8 around them read as UTF-8
+    text = (
+        line(1, "ERROR", "caf\xe9 bad \xff bytes")
+        .replace("\xe9".encode(), b"\xe9")
+        .replace("\xff".encode(), b"\xff\xfe")
+    )
+    text += b"\t\xc3 and \xc3\xa9\n"
     (entry,) = parse_text(text)
-    assert entry.message.startswith("bad \ufffd\ufffd bytes")
-    assert entry.message.endswith("\n\ufffd")
+    assert entry.message == "caf\xe9 bad \xff\xfe bytes\n\xc3 and \xe9"
 
 
 def test_entry_is_capped_at_one_mib() -> None:

@@ -435,10 +435,10 @@ def test_empty_lines_between_records_are_skipped_and_crlf_is_read_as_lf() -> Non
     assert [e.message for e in parse_csv(crlf, full_text=True)] == ["statement", "next"]
 
 
-def test_invalid_utf8_is_replaced_not_a_crash() -> None:
-    data = rec("xx").replace(b'"xx"', b'"bad \xff\xfe bytes"')
+def test_bytes_that_are_not_utf8_are_read_as_latin1_not_lost() -> None:
+    data = rec("xx").replace(b'"xx"', b'"caf\xe9 \xff\xfe bytes"')
     (entry,) = parse_csv(data, full_text=True)
-    assert entry.message == "bad \ufffd\ufffd bytes"
+    assert entry.message == "caf\xe9 \xff\xfe bytes"
 
 
 def test_a_huge_single_line_record_is_capped_and_the_next_one_is_read() -> None:

@@ -226,10 +226,10 @@ def test_empty_lines_are_skipped_and_crlf_line_ends_read() -> None:
     assert got == parse_json(data)
 
 
-def test_invalid_utf8_is_replaced_not_a_crash() -> None:
-    data = line("bad XX bytes").replace(b"XX", b"\xff\xfe")
+def test_bytes_that_are_not_utf8_are_read_as_latin1_not_lost() -> None:
+    data = line("caf\u00e9 XX bytes").replace(b"\\u00e9", b"\xe9").replace(b"XX", b"\xff\xfe")
     (entry,) = parse_json(data, full_text=True)
-    assert (entry.kind, entry.message, entry.user) == ("other", "bad \ufffd\ufffd bytes", "alice")
+    assert (entry.kind, entry.message, entry.user) == ("other", "caf\xe9 \xff\xfe bytes", "alice")
 
 
 def test_each_line_comes_out_at_once_and_offsets_follow() -> None:
