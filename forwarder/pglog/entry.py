@@ -189,7 +189,9 @@ class Entry:
         else:
             if statement is None:
                 redacted = False
-            elif (position := _syntax_error_at(message, sqlstate)) > 0:
+            elif self.query is None and (position := _syntax_error_at(message, sqlstate)) > 0:
+                # (with a QUERY, the position is in that internal query: elog.c internalpos, and
+                # the statement itself parsed)
                 statement, redacted, fp = normalize_refused(statement, position)
             else:
                 statement, redacted, fp = normalize_statement(statement)

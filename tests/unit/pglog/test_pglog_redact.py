@@ -530,6 +530,15 @@ def test_a_long_statement_the_server_refused_is_reduced_from_the_error_position(
         f"{T0} [7] app@shop/psql LOG:  duration: 1.000 ms  statement: SELECT * FROM customers WHERE name = Zalgoria\n"
     )
     assert slow.statement == "SELECT * FROM customers WHERE name = Zalgoria"
+    # A syntax error in a function's internal query: its position is the QUERY's, and the
+    # statement, which parsed, is normalized as usual (its names kept).
+    internal = one(
+        f'{T0} [7] app@shop/psql ERROR:  syntax error at or near "FORM" at character 10\n'
+        f"{T0} [7] app@shop/psql QUERY:  SELECT 1 FORM t\n"
+        f"{T0} [7] app@shop/psql CONTEXT:  PL/pgSQL function run_it(text) line 3 at EXECUTE\n"
+        f"{T0} [7] app@shop/psql STATEMENT:  SELECT run_it('x') FROM customers\n"
+    )
+    assert internal.statement == "SELECT run_it($1) FROM customers"
 
 
 @pytest.mark.parametrize(
