@@ -103,6 +103,12 @@ class LineReader(ABC):
         out: list[LogLine] = []
         if not data:
             return out
+        if b"\x00" in data:
+            # PostgreSQL never writes a NUL (its messages are C strings), but a file system can:
+            # after a power loss, the blocks a log file had been given and not written read as
+            # zeros, and the restarted server appends its lines after them. Each NUL is read as
+            # a line end (the same length: offsets stay exact), so the next line is read as one.
+            data = data.replace(b"\x00", b"\n")
         self._out = out
         self._last_data = now
         start = 0
