@@ -322,29 +322,14 @@ CATALOGS: Final[dict[str, Catalog]] = {
 # minor releases (15.20 rewrote Simplified Chinese's PANIC and DETAIL, translated its BACKTRACE, and
 # added Traditional Chinese), and servers of one major version run many minor ones: the readers
 # take the words of both.
+_ZH_CN: Final = CATALOGS["zh_CN"]
 FORMER_CATALOGS: Final[dict[str, tuple[Catalog, ...]]] = {
     "zh_CN": (
-        Catalog(  # up to 15.18
-            {
-                "DEBUG": "调试",
-                "LOG": "日志",
-                "INFO": "信息",
-                "NOTICE": "注意",
-                "WARNING": "警告",
-                "ERROR": "错误",
-                "FATAL": "致命错误",
-                "PANIC": "比致命错误还过分的错误",
-            },
-            {
-                "DETAIL": "详细信息:  ",
-                "HINT": "提示:  ",
-                "QUERY": "查询:  ",
-                "CONTEXT": "上下文:  ",
-                "LOCATION": "位置:  ",
-                "STATEMENT": "语句:  ",
-            },
-            "[未知]",
-            " 第 %d 个字符处",
+        Catalog(  # up to 15.18: PANIC and DETAIL worded otherwise, BACKTRACE not translated
+            {**_ZH_CN.severities, "PANIC": "比致命错误还过分的错误"},
+            {**{k: v for k, v in _ZH_CN.labels.items() if k != "BACKTRACE"}, "DETAIL": "详细信息:  "},
+            _ZH_CN.unknown,
+            _ZH_CN.at_character,
         ),
     ),
 }
