@@ -17,12 +17,12 @@ from forwarder.api.logs import (
     DEFAULT_LIMIT,
     HEX_ID,
     LimitParam,
-    NoQuery,
     QueryValue,
     Time,
     _send,
     hex_path_id,
     parse_query,
+    reads_query,
 )
 from forwarder.insights.alerts import AlertInstance, get_instance, list_instances
 from forwarder.insights.model import AlertState, Severity
@@ -109,6 +109,7 @@ async def alert_instance(request: web.Request) -> AlertInstance:
 
 
 @routes.get("/v1/alerts")
+@reads_query
 async def list_alerts(request: web.Request) -> web.Response:
     """Alerts of every rule and database (`state=firing`: the current ones), newest first."""
     params = parse_query(request, AlertsQuery)
@@ -119,5 +120,4 @@ async def list_alerts(request: web.Request) -> web.Response:
 @routes.get("/v1/alerts/{alert_id}")
 async def get_alert(request: web.Request) -> web.Response:
     """One alert."""
-    parse_query(request, NoQuery)
     return _send(alert_view(await alert_instance(request)))

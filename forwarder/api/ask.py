@@ -20,7 +20,7 @@ from forwarder import metrics
 from forwarder.api.auth import PRINCIPAL, Principal
 from forwarder.api.context import CONTEXT, ApiContext
 from forwarder.api.errors import ApiError, bad_body
-from forwarder.api.logs import NoQuery, Time, _send, parse_query, read_body, read_json_object, validation_error
+from forwarder.api.logs import Time, _send, parse_query, read_body, read_json_object, reads_query, validation_error
 from forwarder.ask import events as E
 from forwarder.ask.engine import Question
 from forwarder.ask.providers.base import About, AboutKind, ProviderName
@@ -358,7 +358,6 @@ async def ask_question(request: web.Request) -> web.StreamResponse:
 @routes.get("/v1/ask/settings")
 async def get_settings(request: web.Request) -> web.Response:
     """The organization's Ask settings."""
-    parse_query(request, NoQuery)
     ctx = request.app[CONTEXT]
     return _send(settings_view(await cases.settings(ask_of(ctx), request[PRINCIPAL].org)))
 
@@ -398,6 +397,7 @@ async def delete_key(request: web.Request) -> web.Response:
 
 
 @routes.get("/v1/ask/suggestions")
+@reads_query
 async def get_suggestions(request: web.Request) -> web.Response:
     """Up to four questions from the open findings and firing alerts."""
     params = parse_query(request, SuggestionsQuery)
@@ -422,7 +422,6 @@ async def get_suggestions(request: web.Request) -> web.Response:
 @routes.get("/v1/ask/conversations")
 async def list_conversations(request: web.Request) -> web.Response:
     """The organization's conversations, newest first."""
-    parse_query(request, NoQuery)
     found = await cases.conversations(ask_of(request.app[CONTEXT]), request[PRINCIPAL].org)
     return _send(ConversationList(conversations=[conversation_view(c) for c in found]))
 
@@ -430,7 +429,6 @@ async def list_conversations(request: web.Request) -> web.Response:
 @routes.get("/v1/ask/conversations/{conversation_id}")
 async def get_conversation(request: web.Request) -> web.Response:
     """One conversation with its messages."""
-    parse_query(request, NoQuery)
     conv, messages = await cases.conversation(
         ask_of(request.app[CONTEXT]), request[PRINCIPAL].org, request.match_info["conversation_id"]
     )

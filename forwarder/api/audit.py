@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from forwarder.api.auth import PRINCIPAL
 from forwarder.api.context import CONTEXT
 from forwarder.api.errors import ApiError
-from forwarder.api.logs import DEFAULT_LIMIT, LimitParam, Time, _send, parse_query
+from forwarder.api.logs import DEFAULT_LIMIT, LimitParam, Time, _send, parse_query, reads_query
 from forwarder.model import format_time
 
 routes = web.RouteTableDef()
@@ -64,6 +64,7 @@ def record_view(record: dict[str, object]) -> AuditRecordView:
 
 
 @routes.get("/v1/audit")
+@reads_query
 async def list_audit(request: web.Request) -> web.Response:
     """The caller's organization's audit records, newest first; read-write keys only."""
     principal = request[PRINCIPAL]

@@ -18,7 +18,6 @@ from forwarder.api.logs import (
     HEX_ID,
     LINE_ID_PATTERN,
     LimitParam,
-    NoQuery,
     QueryValue,
     Time,
     TimeParam,
@@ -26,6 +25,7 @@ from forwarder.api.logs import (
     database_of,
     hex_path_id,
     parse_query,
+    reads_query,
 )
 from forwarder.insights.engine import Insights
 from forwarder.insights.fixsql import render
@@ -311,6 +311,7 @@ async def query_detail(insights: Insights, db: DatabaseView, query_id: str, para
 
 
 @routes.get("/v1/databases/{ref}/findings")
+@reads_query
 async def list_findings(request: web.Request) -> web.Response:
     """The database's findings (`status=open`: the current ones), newest `last_seen` first."""
     db = database_of(request)
@@ -322,12 +323,12 @@ async def list_findings(request: web.Request) -> web.Response:
 async def get_finding(request: web.Request) -> web.Response:
     """One finding."""
     db = database_of(request)
-    parse_query(request, NoQuery)
     fid = hex_path_id(request, "finding_id", "finding")
     return _send(await finding_detail(insights_of(request), db, fid))
 
 
 @routes.get("/v1/databases/{ref}/queries")
+@reads_query
 async def list_queries(request: web.Request) -> web.Response:
     """Statements by fingerprint over the window, ordered by `sort`."""
     db = database_of(request)
@@ -336,6 +337,7 @@ async def list_queries(request: web.Request) -> web.Response:
 
 
 @routes.get("/v1/databases/{ref}/queries/{query_id}")
+@reads_query
 async def get_query(request: web.Request) -> web.Response:
     """One query with its 5-minute time series."""
     db = database_of(request)

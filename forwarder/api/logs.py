@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar, get_type_hints
@@ -219,6 +219,17 @@ def _array_params(model: type[BaseModel]) -> frozenset[str]:
     return frozenset(name for name, p in properties.items() if p.get("type") == "array")
 
 
+H = TypeVar("H", bound=Callable[[web.Request], Awaitable[web.StreamResponse]])
+
+
+def reads_query(handler: H) -> H:
+    """Mark an API handler that reads query parameters (through `parse_query`); the server refuses
+    any query parameter on every other /v1 route (server.query_middleware), before the handler
+    runs. A test checks the marks against the OpenAPI document's query models."""
+    handler.reads_query = True  # type: ignore[attr-defined]
+    return handler
+
+
 def parse_query(request: web.Request, model: type[Q]) -> Q:
     """The request's query through `model`; a 400 naming the first parameter at fault."""
     return parse_params(request.query, model)
@@ -431,6 +442,7 @@ def line_query(params: LogsQuery) -> LineQuery:
 
 
 @routes.get("/v1/databases/{ref}/logs")
+@reads_query
 async def list_logs(request: web.Request) -> web.Response:
     """Lines newest first; with `after`, the lines right after it (live tail, no gaps)."""
     ctx = request.app[CONTEXT]
@@ -459,6 +471,7 @@ async def groups_of(ctx: ApiContext, db: DatabaseView, params: GroupsQuery) -> t
 
 
 @routes.get("/v1/databases/{ref}/logs/groups")
+@reads_query
 async def list_groups(request: web.Request) -> web.Response:
     """Repeated messages over the last 24 hours, or since `from`; most frequent first."""
     ctx = request.app[CONTEXT]
@@ -526,7 +539,6 @@ async def overview_of(ctx: ApiContext, db: DatabaseView) -> LogOverview:
 async def overview(request: web.Request) -> web.Response:
     """Settings, where the log is read from (or why not), 24-hour counts, retention, today's usage."""
     db = database_of(request)
-    parse_query(request, NoQuery)
     return _send(await overview_of(request.app[CONTEXT], db))
 
 
@@ -572,13 +584,26 @@ async def read_body(request: web.Request, model: type[B]) -> B:
         raise validation_error(exc) from None
 
 
+# pydantic-core's tags of the plain types a union may hold
+_TYPE_TAGS: Final = frozenset(
+    {"bool", "int", "float", "str", "bytes", "none", "list", "dict", "tuple", "set", "decimal"}
+)
+
+
+def _union_tag(part: str | int) -> bool:
+    return isinstance(part, str) and (part[:1].isupper() or "[" in part or "-" in part or part in _TYPE_TAGS)
+
+
 def validation_error(exc: ValidationError, within: str = "") -> ApiError:
     """The first problem of a body, naming its field (`within` prefixes it: `config.url`)."""
     err = exc.errors(include_url=False, include_input=False)[0]
-    # A union (an optional nested body) puts its member's tag in the path ("AboutBody",
-    # "function-after[...]", "constrained-str"); fields are snake_case, so such parts are the
-    # tags, not fields.
-    parts = [str(p) for p in err["loc"] if not (isinstance(p, str) and (p[:1].isupper() or "[" in p or "-" in p))]
+    loc = err["loc"]
+    # A union (an optional nested body, `StrictBool | None`) puts its member's tag in the path
+    # ("AboutBody", "function-after[...]", "constrained-str", "bool", "none"); the API's fields are
+    # snake_case words that are none of these, so such parts are dropped. The last part of an
+    # unknown field is that field, whatever its spelling ("Full_text", "full-text").
+    unknown = [str(loc[-1])] if loc and err["type"] == "extra_forbidden" else []
+    parts = [str(p) for p in loc[: len(loc) - len(unknown)] if not _union_tag(p)] + unknown
     name = ".".join([*([within] if within else []), *parts])
     if err["type"] == "extra_forbidden":
         message = "unknown field"
@@ -609,7 +634,6 @@ async def patch_settings(request: web.Request) -> web.Response:
     """Change `enabled` and/or `full_text`; the reader takes them at once."""
     ctx = request.app[CONTEXT]
     db = database_of(request)
-    parse_query(request, NoQuery)
     data = await read_json_object(request)
     try:
         patch = SettingsPatch.model_validate(data)
@@ -625,7 +649,6 @@ async def patch_settings(request: web.Request) -> web.Response:
 async def list_databases(request: web.Request) -> web.Response:
     """The configured databases with their settings (an addition to SPEC, for clients)."""
     ctx = request.app[CONTEXT]
-    parse_query(request, NoQuery)
     out = []
     for db in ctx.databases.all():
         s = await settings_of(ctx, db)

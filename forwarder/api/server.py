@@ -35,7 +35,7 @@ from forwarder import metrics
 from forwarder.api import alerts, audit, destinations, fixes, insights, logs
 from forwarder.api.auth import PRINCIPAL, authenticate
 from forwarder.api.context import CONTEXT, ApiContext
-from forwarder.api.errors import ApiError, json_response
+from forwarder.api.errors import ApiError, bad_parameter, json_response
 from forwarder.api.lazyroutes import LazyRoutes
 from forwarder.clock import Clock
 from forwarder.config import ServerConfig
@@ -110,6 +110,22 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     return await handler(request)
 
 
+@web.middleware
+async def query_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A /v1 route takes query parameters only where its handler reads them (`logs.reads_query`):
+    anywhere else one is refused before the handler runs, as the listings refuse an unknown one
+    (docs/api.md), so `DELETE /v1/ask/conversations?confirm=no` deletes nothing."""
+    info = request.match_info
+    if (
+        request.query
+        and request.path.startswith("/v1/")
+        and info.http_exception is None  # (an unknown path stays a 404, a wrong method a 405)
+        and not getattr(info.handler, "reads_query", False)
+    ):
+        raise bad_parameter(next(iter(request.query)), "unknown query parameter; this endpoint takes none")
+    return await handler(request)
+
+
 async def healthz(request: web.Request) -> web.Response:
     """Alive: the event loop answers."""
     return json_response({"status": "ok"})
@@ -143,7 +159,7 @@ async def openapi(request: web.Request) -> web.Response:
 
 def build_app(ctx: ApiContext, *, pages: bool) -> web.Application:
     """The aiohttp application serving `ctx`: the API, and with `pages` the web pages under /ui/."""
-    middlewares = [metrics_middleware, error_middleware, auth_middleware, page_middleware]
+    middlewares = [metrics_middleware, error_middleware, auth_middleware, query_middleware, page_middleware]
     app = web.Application(middlewares=middlewares, client_max_size=MAX_BODY_BYTES)
     app[CONTEXT] = ctx
     app.router.add_get("/healthz", healthz)

@@ -29,6 +29,9 @@ async def call(api: Api, method: str, path: str, body: Any = None) -> tuple[int,
         ({**HOOK, "type": "carrier-pigeon"}, "type", "must be one of"),
         ({**HOOK, "name": ""}, "name", "at least 1"),
         ({**HOOK, "colour": "red"}, "colour", "unknown field"),
+        ({**HOOK, "Colour": "red"}, "Colour", "unknown field"),  # however it is spelled
+        ({**HOOK, "full-colour": "red"}, "full-colour", "unknown field"),
+        ({**HOOK, "config": {"url": "http://hook.test/", "URL": 1}}, "config.URL", "unknown field"),
         ({**HOOK, "config": {}}, "config.url", "required"),
         ({**HOOK, "config": {"url": "http://hook.test/", "verb": "PUT"}}, "config.verb", "unknown field"),
         ({**HOOK, "config": {"url": "ftp://hook.test/"}}, "config.url", "http"),
@@ -50,6 +53,22 @@ async def test_bad_destinations_are_400_naming_the_field(api: Api, body: dict[st
     assert status == 400, data
     assert data["error"]["field"] == field and says in data["error"]["message"]
     assert "pw" not in data["error"]["message"]  # credentials in a refused URL are never echoed
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "says"),
+    [
+        ({"enabled": "false"}, "enabled", "boolean"),  # not "enabled.bool": the union's tag is no field
+        ({"enabled": 1}, "enabled", "boolean"),
+        ({"Name": "x"}, "Name", "unknown field"),
+    ],
+)
+async def test_a_bad_change_is_400_naming_the_field(api: Api, body: dict[str, Any], field: str, says: str) -> None:
+    _, created = await call(api, "POST", "/v1/log-destinations", HOOK)
+    status, data = await call(api, "PATCH", f"/v1/log-destinations/{created['id']}", body)
+    assert status == 400, data
+    assert data["error"]["field"] == field and data["error"]["message"].startswith(f"{field}: ")
+    assert says in data["error"]["message"]
 
 
 async def test_secrets_are_write_only_and_sealed_at_rest(api: Api, tmp_path: Path) -> None:

@@ -66,3 +66,43 @@ async def test_a_leap_second_is_a_time(api: Api) -> None:
         api.url(LOGS), params={"from": "2016-12-31T23:59:60Z"}, headers=api.auth(api.read_only)
     ) as resp:
         assert resp.status == 200
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/v1/log-destinations"),
+        ("GET", "/v1/databases"),
+        ("GET", "/v1/databases/main/logs/overview"),
+        ("PATCH", "/v1/databases/main/logs/settings"),
+        ("DELETE", "/v1/ask/conversations"),
+        ("HEAD", "/v1/log-destinations"),
+    ],
+)
+async def test_an_endpoint_without_query_parameters_refuses_one_before_acting(api: Api, method: str, path: str) -> None:
+    """`DELETE /v1/ask/conversations?confirm=no` must not delete anything: a query parameter an
+    endpoint does not take is a 400 naming it, as on the listings, before the handler runs."""
+    headers = api.auth(api.read_write)
+    async with api.session.request(method, api.url(path), params={"confirm": "no"}, headers=headers, json={}) as resp:
+        status = resp.status
+        body = await resp.json() if method != "HEAD" else None
+    assert status == 400
+    if body is not None:
+        assert (body["error"]["code"], body["error"]["field"]) == ("invalid_parameter", "confirm")
+    # an unknown path is still a 404
+    async with api.session.get(api.url("/v1/nowhere"), params={"x": "1"}, headers=headers) as resp:
+        assert resp.status == 404
+
+
+def test_the_handlers_that_read_query_parameters_are_the_documented_ones() -> None:
+    from typing import cast
+
+    from forwarder.api.context import ApiContext
+    from forwarder.api.openapi import operations
+    from forwarder.api.server import build_app
+
+    app = build_app(cast(ApiContext, None), pages=False)
+    handlers = {(r.method.lower(), r.resource.canonical): r.handler for r in app.router.routes() if r.resource}
+    documented = {(op.method, op.path): op.query is not None for op in operations()}
+    marked = {key: getattr(handlers[key], "reads_query", False) for key in documented}
+    assert marked == documented
