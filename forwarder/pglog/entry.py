@@ -40,6 +40,10 @@ _new_line = tuple.__new__
 # statement and lock_wait carry their own proofs: durations, statement names, lock tags).
 _REPORT_KINDS: Final = frozenset({"connection", "checkpoint", "autovacuum", "temp_file"})
 _RAISED: Final = " at RAISE"  # pl_exec.c's error context of a RAISE statement
+# ... and of an ASSERT, whose message (ASSERT cond, '<text>') is the function's words as RAISE's are
+_ASSERTED: Final = " at ASSERT"
+# SQLSTATEs only a function's own words carry: RAISE EXCEPTION's default and ASSERT's failure
+_RAISED_STATES: Final = frozenset({"P0001", "P0004"})
 
 
 class Entry:
@@ -154,7 +158,7 @@ class Entry:
             if safe and kind in _REPORT_KINDS and not self._from_the_server(kind, message):
                 safe = False
             if (statement is not None or duration is not None) and (
-                sqlstate == "P0001" or (self.context is not None and _raised(self.context))
+                sqlstate in _RAISED_STATES or (self.context is not None and _raised(self.context))
             ):
                 # RAISE LOG 'duration: 1 ms  statement: SELECT "%"', secret: the function's words,
                 # not a statement, a duration or a kind of the server's (the SQL would be kept as
@@ -196,7 +200,7 @@ class Entry:
             else:
                 statement, redacted, fp = normalize_statement(statement)
             # (the common case, no CONTEXT and no P0001, without a call: this runs for every entry)
-            raised = sqlstate == "P0001" or (context is not None and _raised(context))
+            raised = sqlstate in _RAISED_STATES or (context is not None and _raised(context))
             if raised:
                 # A function's own words (RAISE ... USING DETAIL/HINT too): never PostgreSQL's
                 # message, whatever wording it copies, so none of it is kept.
@@ -257,17 +261,32 @@ def _raised(context: str) -> bool:
     removing."""
     nl = context.find("\n")
     frame = context if nl < 0 else context[:nl]
-    if frame.endswith(_RAISED):
+    if frame.endswith((_RAISED, _ASSERTED)):
         return True
     # A translated server (lc_messages) words the frame in its language, each its own way
     # ("PL/pgSQL-Funktion f() Zeile 2 bei RAISE", "在RAISE的第2行的PL/pgSQL函数f()"), but keeps
     # "PL/pgSQL" and the statement's name (pl_exec.c plpgsql_exec_error_callback formats
     # _("PL/pgSQL function %s line %d at %s") with plpgsql_stmt_typename, which is not translated).
     # An English frame is only the one above: a function named like "RAISE" does not count there.
-    return "RAISE" in frame and "PL/pgSQL" in frame and not frame.startswith("PL/pgSQL function ")
+    return (
+        ("RAISE" in frame or "ASSERT" in frame) and "PL/pgSQL" in frame and not frame.startswith("PL/pgSQL function ")
+    )
 
 
 _AT_CHARACTER: Final = " at character "
+# The first words of the lexer's and the grammar's errors (scan.l scanner_yyerror, gram.y
+# parser_yyerror), each with the cursor position: the statement did not parse from there on.
+_PARSER_ERRORS: Final = (
+    "syntax error at ",
+    "unterminated ",
+    "trailing junk after ",
+    "invalid hexadecimal integer",
+    "invalid octal integer",
+    "invalid binary integer",
+    "zero-length delimited identifier",
+    "invalid Unicode escape",
+    "invalid Unicode surrogate pair",
+)
 
 
 def _syntax_error_at(message: str, sqlstate: str | None) -> int:
@@ -276,7 +295,12 @@ def _syntax_error_at(message: str, sqlstate: str | None) -> int:
 
     Such a statement does not parse: its bare words after that point are as likely a value the
     client forgot to quote as names (normalize.py, `_strict_scrub`)."""
-    if sqlstate != "42601" and not message.startswith(("syntax error at ", "unterminated ")):
+    if sqlstate == "42601":
+        # (a datatype's own input syntax error, "syntax error in tsvector: ...", is 42601 too,
+        # but about a literal the statement holds: the statement itself parsed)
+        if message.startswith("syntax error in "):
+            return 0
+    elif not message.startswith(_PARSER_ERRORS):
         return 0
     at = message.rfind(_AT_CHARACTER)
     digits = message[at + len(_AT_CHARACTER) :] if at >= 0 else ""

@@ -83,9 +83,9 @@ _LEX: Final = re.compile(
     | (?<=[uU])(?<![\w$].)(?P<s4>&'(?:[^']|'')*(?:'|\Z))              # U&'string'
     | (?<=\$)(?<![\w$]\$)(?P<s5>(?P<tag>(?:[A-Za-z_\x80-\U0010ffff][\w\x80-\U0010ffff]*)?)\$
           .*?(?:\$(?P=tag)\$|\Z))                                      # $tag$ dollar quote $tag$
-    | (?<=[0-9])(?<![\w$.][0-9])(?P<n1>(?<=0)(?:[xX][0-9A-Fa-f_]+|[oO][0-7_]+|[bB][01_]+)
+    | (?<=[0-9])(?<![\w$.][0-9])(?P<n1>(?<=0)(?:[xX][0-9A-Fa-f_]+|[oO][0-7_]+|[bB][01_]+)\w*
           |[\d_]*(?:\.\d*)?(?:[eE][-+]?\d+)?)                          # 42, 1.5, 1e5, 0x1F, 1_000
-    | (?<=\.)(?<![\w$.]\.)(?P<n2>\d+(?:[eE][-+]?\d+)?)                 # .5
+    | (?<=\.)(?<![^\W\d]\.)(?<!\$\.)(?P<n2>\d+(?:[eE][-+]?\d+)?)                 # .5
     )
     """,
     re.VERBOSE | re.DOTALL,
@@ -102,9 +102,9 @@ _LEX_FAST: Final = re.compile(
     | (?<=')(?P<s1>(?:[^'\\]|\\.|'')*\\?(?:'|\Z))
     | (?<=\$)(?<![\w$]\$)(?P<s5>(?P<tag>(?:[A-Za-z_\x80-\U0010ffff][\w\x80-\U0010ffff]*)?)\$
           .*?(?:\$(?P=tag)\$|\Z))
-    | (?<=[0-9])(?<![\w$.][0-9])(?P<n1>(?<=0)(?:[xX][0-9A-Fa-f_]+|[oO][0-7_]+|[bB][01_]+)
+    | (?<=[0-9])(?<![\w$.][0-9])(?P<n1>(?<=0)(?:[xX][0-9A-Fa-f_]+|[oO][0-7_]+|[bB][01_]+)\w*
           |[\d_]*(?:\.\d*)?(?:[eE][-+]?\d+)?)
-    | (?<=\.)(?<![\w$.]\.)(?P<n2>\d+(?:[eE][-+]?\d+)?)
+    | (?<=\.)(?<![^\W\d]\.)(?<!\$\.)(?P<n2>\d+(?:[eE][-+]?\d+)?)
     )
     """,
     re.VERBOSE | re.DOTALL,
@@ -225,8 +225,9 @@ _LEX_STRICT: Final = re.compile(
     ),
     re.VERBOSE | re.DOTALL,
 )
-# A bare word that ends right before the error token, with only blanks between them.
-_WORD_BEFORE: Final = re.compile(r"(?<![\w$\x80-\U0010ffff])[A-Za-z_\x80-\U0010ffff][\w$\x80-\U0010ffff]*\s+\Z")
+# A bare word that ends right before the error token, with only blanks between them or none
+# (`O'Connor`: the word glued to an unterminated quote is the same value).
+_WORD_BEFORE: Final = re.compile(r"(?<![\w$\x80-\U0010ffff])[A-Za-z_\x80-\U0010ffff][\w$\x80-\U0010ffff]*\s*\Z")
 
 
 class _StrictNumberer(_Numberer):
@@ -360,7 +361,7 @@ def _normalize_statement(sql: str, with_fingerprint: bool) -> tuple[str, bool, s
             return text, changed, fingerprint(text) if with_fingerprint else ""
     if parsed is None:
         text, changed = scrub(sql)
-        if text[:6].upper() == "ALTER ":
+        if "alter" in text.lower():
             text = setting_values_removed(text)
             changed = text != sql
         return text, changed, fingerprint(text) if with_fingerprint else ""
@@ -370,8 +371,9 @@ def _normalize_statement(sql: str, with_fingerprint: bool) -> tuple[str, bool, s
         else _LEFTOVER(parsed) is not None
     ):
         parsed, _ = scrub(parsed)
-    # (the first letter first: every statement passes here)
-    if parsed[:1] in _ALTER_FIRST and parsed[:6].upper() == "ALTER ":
+    # Anywhere in the text, not only at its start: `BEGIN; ALTER ROLE ...`, a comment first.
+    # (A lowered copy and a substring search: ~0.1 µs, and every statement passes here.)
+    if "alter" in parsed.lower():
         parsed = setting_values_removed(parsed)
     # (libpg_query writes a national string N'x' as N$1, keeping the N: harmless, and looking
     # for it would cost as much as the checks above.)
@@ -390,7 +392,68 @@ _SETTING_VALUE: Final = re.compile(
 )
 
 
-_ALTER_FIRST: Final = ("a", "A")
+def ends_inside_a_token(sql: str) -> bool:
+    """Whether `sql` ends inside a string, a quoted identifier, a dollar quote or a comment
+    (PostgreSQL's lexer rules, scan.l; backslash escapes in E'' strings). A quoted SQL text that
+    a log line cut there was cut inside a literal: the quote that seemed to end it is the value's."""
+    i, n = 0, len(sql)
+    while i < n:
+        c = sql[i]
+        if c == "'":
+            escapes = i > 0 and sql[i - 1] in "eE" and (i < 2 or not (sql[i - 2].isalnum() or sql[i - 2] in "_$"))
+            i += 1
+            while True:
+                if i >= n:
+                    return True
+                ch = sql[i]
+                if escapes and ch == "\\":
+                    i += 2
+                    continue
+                if ch == "'":
+                    if i + 1 < n and sql[i + 1] == "'":
+                        i += 2
+                        continue
+                    break
+                i += 1
+            i += 1
+        elif c == '"':
+            end = sql.find('"', i + 1)
+            while end >= 0 and sql[end + 1 : end + 2] == '"':
+                end = sql.find('"', end + 2)
+            if end < 0:
+                return True
+            i = end + 1
+        elif c == "-" and sql.startswith("--", i):
+            end = sql.find("\n", i)
+            if end < 0:
+                return True
+            i = end + 1
+        elif c == "/" and sql.startswith("/*", i):
+            depth, i = 1, i + 2
+            while depth:
+                nxt = sql.find("*/", i)
+                if nxt < 0:
+                    return True
+                opened = sql.find("/*", i, nxt)
+                if opened >= 0:
+                    depth, i = depth + 1, opened + 2
+                else:
+                    depth, i = depth - 1, nxt + 2
+        elif (
+            c == "$"
+            and (m := _DOLLAR_TAG.match(sql, i)) is not None
+            and not (i > 0 and (sql[i - 1].isalnum() or sql[i - 1] in "_$"))
+        ):
+            end = sql.find(m.group(), m.end())
+            if end < 0:
+                return True
+            i = end + len(m.group())
+        else:
+            i += 1
+    return False
+
+
+_DOLLAR_TAG: Final = re.compile(r"\$(?:[A-Za-z_\x80-\U0010ffff][\w\x80-\U0010ffff]*)?\$")
 
 
 def setting_values_removed(sql: str) -> str:

@@ -57,7 +57,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from forwarder.pglog.normalize import normalize, scrub
+from forwarder.pglog.normalize import ends_inside_a_token, normalize, scrub
 
 TOKEN: Final = "..."  # noqa: S105  # the replacement token, not a password
 
@@ -397,7 +397,7 @@ _TEMPLATES: Final[tuple[str, ...]] = (
     'value "%v" is out of range for type %t',
     'date/time field value out of range: "%v"',
     'date out of range: "%v"',
-    'time zone "%i" not recognized',
+    'time zone "%v" not recognized',  # the client's string: AT TIME ZONE 'x', '... x'::timestamptz
     # to_date/to_timestamp/to_char/to_number and the jsonpath .datetime() method:
     # utils/adt/formatting.c (PG13-18). Both quoted parts are the user's: the first is a piece of
     # the input string, the second a field of the format string the query passed (its name comes
@@ -727,6 +727,39 @@ _TEMPLATES: Final[tuple[str, ...]] = (
     'portal "%i" parameter $%n',
     "extended query with parameters: %p",
     'extended query "%i" with parameters: %p',
+    # -- value-free errors of PL/pgSQL and of functions (pl_exec.c, int.c, numeric.c, float.c,
+    #    varlena.c, arrayfuncs.c, xml.c, jsonpath_gram.y, jsonfuncs.c, lockfuncs.c, namespace.c)
+    "query returned no rows",
+    "query returned more than one row",
+    "case not found",
+    "BY value of FOR loop must be greater than zero",
+    "too few arguments for format()",
+    "cannot use RETURN QUERY in a non-SETOF function",
+    "step size cannot equal zero",
+    "factorial of a negative number is undefined",
+    "zero raised to a negative power is undefined",
+    "field position must not be zero",
+    "unequal number of entries in row expressions",
+    "non-integer constant in ORDER BY",
+    "no schema has been selected to create in",
+    "cannot concatenate incompatible arrays",
+    "invalid XML content",
+    "invalid XML document",
+    "invalid XPath expression",
+    "syntax error at end of jsonpath input",
+    "invalid input syntax for type bytea",
+    "cannot set path in scalar",
+    "cannot get array length of a non-array",
+    "assertion failed",
+    "you don't own a lock of type %w",
+    'text search configuration "%i" does not exist',
+    'text search dictionary "%i" does not exist',
+    "Value exceeds integer range.",
+    "Use OVERRIDING SYSTEM VALUE to override.",
+    "COPY FROM instructs the PostgreSQL server process to read a file. You may want a client-side facility such as"
+    " psql's \\copy.",
+    "COPY TO instructs the PostgreSQL server process to write a file. You may want a client-side facility such as"
+    " psql's \\copy.",
     # -- CONTEXT lines: pl/plpgsql/src/pl_exec.c, pl_comp.c, executor/functions.c, spi.c,
     #    commands/copyfromparse.c, access/heap/heapam.c, executor/execReplication.c, vacuumlazy.c
     "PL/pgSQL function %s line %n at %s",
@@ -938,8 +971,8 @@ _TEMPLATES: Final[tuple[str, ...]] = (
     'skipping analyze of "%i" --- relation no longer exists',
     # -- files and storage: storage/file/fd.c, storage/smgr/md.c, access/transam/*.c
     'could not open file "%i": %s',
-    'could not open file "%i" for reading: %s',  # COPY ... FROM 'file'
-    'could not open file "%i" for writing: %s',
+    'could not open file "%v" for reading: %s',  # COPY ... FROM 'file', pg_read_file('file'): the client's path
+    'could not open file "%v" for writing: %s',
     # contrib: dblink's and postgres_fdw's failed connections (their DETAIL is libpq's text)
     "could not establish connection",
     'could not connect to server "%i"',
@@ -1055,15 +1088,6 @@ def _params(text: str) -> tuple[str, bool]:
     return out, out != text
 
 
-_ALNUM: Final = re.compile(r"[^\W_]")
-
-
-def _ends_its_line(text: str, stop: int, eol: int) -> bool:
-    """A value that ends its line (but for closing punctuation such as `"` or `".`): the line
-    break after it may be the value's own, and what follows more of the value."""
-    return eol - stop <= 3 and (stop == eol or _ALNUM.search(text, stop, eol) is None)
-
-
 _MAX_TEXT: Final = 64 * 1024
 # Texts that came out unchanged (value-free messages such as "canceling statement due to
 # statement timeout" or "See server log for query details.") repeat all day: remembered, they
@@ -1133,12 +1157,17 @@ def _redact(text: str) -> tuple[str, bool]:
                     if action == _VALUE:
                         pieces.append(TOKEN)
                         changed = changed or value != TOKEN
-                        spills = spills or _ends_its_line(text, stop, eol)
+                        # PostgreSQL writes a value as it is, newlines and the template's own
+                        # words included (`Key (e)=(x) already exists.<newline>...`): the lines
+                        # after a line that holds one may be more of it.
+                        spills = True
                     else:
-                        if action == _SQL:
-                            repl, replaced = normalize(value)
-                        elif action == _EXPR:
-                            repl, replaced = scrub(value)
+                        if action in (_SQL, _EXPR):
+                            repl, replaced = normalize(value) if action == _SQL else scrub(value)
+                            # SQL quoted in a message ends at a quote that may be a literal's
+                            # (`SQL statement "INSERT ... 'He said "hi<newline>...`): cut inside a
+                            # string, quoted name, dollar quote or comment, it was cut short.
+                            spills = spills or ends_inside_a_token(value)
                         else:
                             repl, replaced = _params(value)
                             spills = spills or value.replace("''", "").count("'") % 2 == 1

@@ -634,3 +634,109 @@ def test_a_raise_identified_by_its_sqlstate_alone() -> None:
 )
 def test_a_custom_settings_value_goes_unless_it_is_a_number(text: str, expected: str | None) -> None:
     assert redact_text(text) == ((expected, True) if expected is not None else (text, False))
+
+
+def _entry(*lines: str) -> str:
+    """An entry as the server writes it: each line with the prefix, its newlines TAB-led."""
+    out = []
+    for line in lines:
+        label, _, text = line.partition(":  ")
+        first, *rest = text.split("\n")
+        out.append(f"{T0} [7] app@shop/psql {label}:  {first}\n" + "".join(f"\t{r}\n" for r in rest))
+    return "".join(out)
+
+
+# A third trial's findings on a real PostgreSQL 15: each planted value (MARK1...) must go.
+LEAK_CASES = [
+    pytest.param(  # dynamic SQL whose literal holds a quote at a line end, then lines shaped like messages
+        _entry(
+            'ERROR:  duplicate key value violates unique constraint "u_pkey"',
+            "DETAIL:  Key (id)=(1) already exists.",
+            'CONTEXT:  SQL statement "INSERT INTO u(id,email) VALUES (1, \'He said "hi"\n'
+            'relation "MARK1" does not exist\npermission denied to my pin is 1234 MARK2\nbye\')"\n'
+            "PL/pgSQL function f_dyn(text) line 3 at EXECUTE",
+        ),
+        id="sql-in-context-cut-at-a-literal's-quote",
+    ),
+    pytest.param(  # a key value carrying the template's own end, then a line shaped like a message
+        _entry(
+            'ERROR:  duplicate key value violates unique constraint "inj_e_key"',
+            "DETAIL:  Key (e)=(k@A) already exists.\noperator does not exist: my card number is 4111 MARK3"
+            "\n) already exists.",
+        ),
+        id="multi-line-key-value",
+    ),
+    pytest.param(  # a literal holding "Process N: " in a deadlock report
+        _entry(
+            "ERROR:  deadlock detected",
+            "DETAIL:  Process 1 waits for ShareLock on transaction 5; blocked by process 2.\n"
+            "Process 2 waits for ShareLock on transaction 6; blocked by process 1.\n"
+            "Process 1: UPDATE dl SET v = 'note:\nProcess 1: SELECT \"MARK4 card 4111\" FROM MARK5' WHERE id = 2\n"
+            "Process 2: UPDATE dl SET v = 1 WHERE id = 1",
+        ),
+        id="deadlock-sql-with-a-fake-process-line",
+    ),
+    pytest.param(  # a word glued to an unterminated quote
+        _entry(
+            'ERROR:  unterminated quoted string at or near "\'Connor;" at character 46',
+            "STATEMENT:  SELECT * FROM t WHERE name = 'x' AND s = MARK6O'Connor;",
+        ),
+        id="word-glued-to-an-unterminated-quote",
+    ),
+    pytest.param(
+        _entry("LOG:  duration: 1.000 ms  statement: SELECT * FROM t WHERE a = 192.168.3133710001.77"), id="ip"
+    ),
+    pytest.param(
+        _entry("LOG:  statement: BEGIN; ALTER ROLE victim SET myapp.api_key = MARK7; COMMIT;"), id="alter-not-first"
+    ),
+    pytest.param(
+        _entry(
+            'ERROR:  relation "MARK8" does not exist',
+            "CONTEXT:  PL/pgSQL function inline_code_block line 1 at ASSERT",
+        ),
+        id="assert",
+    ),
+    pytest.param(
+        _entry('ERROR:  time zone "Zz/MARK9" not recognized', "STATEMENT:  SELECT now() AT TIME ZONE 'Zz/MARK9'"),
+        id="time-zone",
+    ),
+    pytest.param(  # stderr without %e: the lexer's wording says where the parser stopped
+        _entry(
+            'ERROR:  trailing junk after numeric literal at or near "0x1F" at character 28',
+            "STATEMENT:  SELECT * FROM t WHERE n = 0x1F AND email = MARK10;",
+        ),
+        id="trailing-junk",
+    ),
+    pytest.param(
+        _entry(
+            'ERROR:  could not open file "/etc/MARK11/secret" for reading: No such file or directory',
+            "STATEMENT:  SELECT pg_read_file($1)",
+        ),
+        id="client-path",
+    ),
+]
+
+
+@pytest.mark.parametrize("text", LEAK_CASES)
+def test_a_planted_value_never_survives(text: str) -> None:
+    lines = parse_text(text)
+    kept = json.dumps([spec_fields(line) for line in lines])
+    assert "MARK" not in kept and "3133710001" not in kept and "4111" not in kept, kept
+    assert (
+        "MARK" in json.dumps([spec_fields(line) for line in parse_text(text, full_text=True)]) or "3133710001" in text
+    )
+
+
+def test_an_assert_is_a_functions_words_by_its_sqlstate_too() -> None:
+    line = one(f'{T0} [1] a@b/c ERROR:  P0004: relation "MARK12" does not exist\n')
+    assert line.message == "..." and line.sqlstate == "P0004"
+
+
+def test_a_datatypes_own_syntax_error_leaves_the_statement_read_as_usual() -> None:
+    # "syntax error in tsvector" is 42601 too, but the statement parsed: csvlog (with the
+    # SQLSTATE) and stderr (without) give the same statement
+    text = (
+        f'{T0} [1] a@b/c ERROR:  42601: syntax error in tsvector: "a:" at character 8\n'
+        f"{T0} [1] a@b/c STATEMENT:  SELECT 'a:'::tsvector;\n"
+    )
+    assert one(text).statement == "SELECT $1::tsvector;"
