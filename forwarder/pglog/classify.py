@@ -151,7 +151,12 @@ def _audit(severity: str, sqlstate: str | None, message: str) -> Classification 
     if m is None:
         return None
     head, sql, parameters = m.groups()
-    statement = None if sql in _AUDIT_MARKERS else sql[1:-1].replace('""', '"') if sql[:1] == '"' else sql
+    if sql in _AUDIT_MARKERS:
+        statement = None
+    elif sql[:1] == '"':  # CSV-quoted
+        statement = sql[1:-1].replace('""', '"')
+    else:
+        statement = sql
     message = f"{head},{parameters}"
     safe = severity == "LOG" and sqlstate is None and _SAFE_AUDIT(message) is not None
     return _new(Classification, ("statement", sqlstate, None, message, statement, safe))

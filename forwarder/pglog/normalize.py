@@ -395,7 +395,11 @@ _SETTING_VALUE: Final = re.compile(
 def ends_inside_a_token(sql: str) -> bool:
     """Whether `sql` ends inside a string, a quoted identifier, a dollar quote or a comment
     (PostgreSQL's lexer rules, scan.l; backslash escapes in E'' strings). A quoted SQL text that
-    a log line cut there was cut inside a literal: the quote that seemed to end it is the value's."""
+    a log line cut there was cut inside a literal: the quote that seemed to end it is the value's.
+
+    A scanner rather than `_LEX`: block comments nest (`/* a /* b */ c */`), which the regular
+    expression cannot count, and `_LEX` does not say whether a string it took to the end of the
+    text was closed there (`'it''` is open, `'it'''` is closed)."""
     i, n = 0, len(sql)
     while i < n:
         c = sql[i]
