@@ -35,6 +35,9 @@ Placeholders (`%%` is a literal percent sign):
         receipt,authentication); anything else (a connection string, a path, a key) has a
         template with %v after it
     %v  a value: replaced by TOKEN (within its line)
+    %k  an advisory lock's key, the numbers PostgreSQL writes for it (lmgr.c DescribeLockTag,
+        `[%u,%u,%u,%u]`): the application's value, replaced by TOKEN; being numbers, it never
+        goes on over the next line as a %v may
     %q  SQL: normalized like a statement (literals -> $n), may span lines; a statement that
         does not parse is reduced strictly (normalize.py: its bare words may be data)
     %e  a PL/pgSQL expression or assignment (`x := 5 / 0`), may span lines: its literals -> $n
@@ -66,6 +69,7 @@ _VALUE: Final = 1
 _SQL: Final = 2
 _PARAMS: Final = 3
 _EXPR: Final = 4
+_KEY: Final = 5
 
 # Kept placeholders are bounded: a line that does not match must fail fast, not backtrack through
 # every way to split a long line (a value such as ")=()=(" repeated would otherwise make a
@@ -79,6 +83,7 @@ _PLACEHOLDERS: Final[dict[str, tuple[str, int]]] = {
     "s": (r"[^'\"\n]{0,300}?", _KEEP),
     "c": (r"-?\d{1,20}(?:\.\d{1,20})?(?:[a-zA-Z]{1,3})?|[a-z][a-z0-9_]{0,31}(?:,[a-z][a-z0-9_]{0,31}){0,20}", _KEEP),
     "v": (r"[^\n]*?", _VALUE),
+    "k": (r"\d{1,10}(?:,\d{1,10}){3}", _KEY),
     "q": (r".*?", _SQL),
     "e": (r".*?", _EXPR),
     "Q": (r".*?(?=\nProcess \d{1,10}: |\Z)", _SQL),
@@ -545,23 +550,23 @@ _TEMPLATES: Final[tuple[str, ...]] = (
     "tuple concurrently deleted",
     "tuple to be locked was already moved to another partition due to concurrent update",
     "deadlock detected",
-    "Process %n waits for %w on advisory lock [%v]; blocked by process %n.",
+    "Process %n waits for %w on advisory lock [%k]; blocked by process %n.",
     "Process %n waits for %w on %s; blocked by process %n.",
     "Process %n: %Q",
     "See server log for query details.",
     "Process holding the lock: %s. Wait queue: %s.",
     "Processes holding the lock: %s. Wait queue: %s.",
-    "process %n still waiting for %w on advisory lock [%v] after %n ms",
-    "process %n acquired %w on advisory lock [%v] after %n ms",
-    "process %n avoided deadlock for %w on advisory lock [%v] by rearranging queue order after %n ms",
-    "process %n detected deadlock while waiting for %w on advisory lock [%v] after %n ms",
-    "process %n failed to acquire %w on advisory lock [%v] after %n ms",
+    "process %n still waiting for %w on advisory lock [%k] after %n ms",
+    "process %n acquired %w on advisory lock [%k] after %n ms",
+    "process %n avoided deadlock for %w on advisory lock [%k] by rearranging queue order after %n ms",
+    "process %n detected deadlock while waiting for %w on advisory lock [%k] after %n ms",
+    "process %n failed to acquire %w on advisory lock [%k] after %n ms",
     "process %n still waiting for %w on %s after %n ms",
     "process %n acquired %w on %s after %n ms",
     "process %n avoided deadlock for %w on %s by rearranging queue order after %n ms",
     "process %n detected deadlock while waiting for %w on %s after %n ms",
     "process %n failed to acquire %w on %s after %n ms",
-    "process %n could not obtain %w on advisory lock [%v]",
+    "process %n could not obtain %w on advisory lock [%k]",
     "process %n could not obtain %w on %s",
     "Process holding the lock: %s, Wait queue: %s.",
     "Processes holding the lock: %s, Wait queue: %s.",
@@ -1154,7 +1159,10 @@ def _redact(text: str) -> tuple[str, bool]:
                     start, stop = m.span(group)
                     pieces.append(text[last:start])
                     value = text[start:stop]
-                    if action == _VALUE:
+                    if action == _KEY:
+                        pieces.append(TOKEN)
+                        changed = True
+                    elif action == _VALUE:
                         pieces.append(TOKEN)
                         changed = changed or value != TOKEN
                         # PostgreSQL writes a value as it is, newlines and the template's own

@@ -740,3 +740,21 @@ def test_a_datatypes_own_syntax_error_leaves_the_statement_read_as_usual() -> No
         f"{T0} [1] a@b/c STATEMENT:  SELECT 'a:'::tsvector;\n"
     )
     assert one(text).statement == "SELECT $1::tsvector;"
+
+
+def test_an_advisory_deadlock_keeps_its_report() -> None:
+    """An advisory lock's key is numbers PostgreSQL writes (removed, but never more than its
+    line): the deadlock report's other lines stay, unlike after a value that may go on."""
+    line = one(
+        _entry(
+            "ERROR:  deadlock detected",
+            "DETAIL:  Process 12 waits for ExclusiveLock on advisory lock [16384,0,1,1]; blocked by process 13.\n"
+            "Process 13 waits for ExclusiveLock on advisory lock [16384,0,2,1]; blocked by process 12.\n"
+            "Process 12: SELECT pg_advisory_lock(2)\nProcess 13: SELECT pg_advisory_lock(1)",
+        )
+    )
+    assert line.detail == (
+        "Process 12 waits for ExclusiveLock on advisory lock [...]; blocked by process 13.\n"
+        "Process 13 waits for ExclusiveLock on advisory lock [...]; blocked by process 12.\n"
+        "Process 12: SELECT pg_advisory_lock($1)\nProcess 13: SELECT pg_advisory_lock($1)"
+    )
