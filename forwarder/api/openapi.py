@@ -88,6 +88,7 @@ ERROR_TEXTS: Final = {
     422: "`key_refused`: the provider refused the key; nothing was stored.",
     429: "`rate_limited`: more than 10 questions a minute or 3 at once for the organization; see `Retry-After`.",
     415: "The body is not JSON.",
+    413: "`body_too_large`: the body is larger than 1 MiB.",
     502: "The database's server could not be reached or refused the fix, or (`provider_unreachable`) the model"
     " provider could not be asked; `error.message` says why.",
     503: "Delivery is not running, or insights are turned off (`[insights] enabled = false`).",
@@ -443,8 +444,11 @@ def openapi_document() -> dict[str, Any]:
             elif "schema" in op.extra:
                 answer["content"] = _content(op.extra["schema"], op.media_type)
             responses[str(status)] = answer
-        # every /v1 route refuses a query parameter it does not take (server.query_middleware)
-        errors = sorted({*op.errors, 400}) if op.path.startswith("/v1/") else op.errors
+        # every /v1 route refuses a query parameter it does not take (server.query_middleware),
+        # and every request a body over the server's limit (server.MAX_BODY_BYTES)
+        errors = op.errors
+        if op.path.startswith("/v1/"):
+            errors = tuple(sorted({*errors, 400, *((413,) if op.method in ("post", "put", "patch") else ())}))
         for status in errors:
             text = op.error_texts.get(status, ERROR_TEXTS[status])
             responses[str(status)] = {"description": text, "content": _content(ref(Error))}
