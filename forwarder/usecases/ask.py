@@ -29,6 +29,7 @@ from forwarder.ask.providers.base import About, KeyCheck, Provider, ProviderName
 from forwarder.ask.tools import ToolContext
 from forwarder.clock import Clock
 from forwarder.config import AskConfig
+from forwarder.insights.rules import RULES
 from forwarder.secrets import SecretBox
 from forwarder.store import ask as A
 from forwarder.store import state as S
@@ -240,7 +241,7 @@ async def _about_text(ctx: ApiContext, about: About) -> tuple[str, str | None]:
     try:
         if about.kind == "finding":
             f = await finding_detail(ctx.insights, db, about.id)
-            return f"finding {f.id} of database {db.config.id}: {f.title}", db.config.id
+            return f"finding {f.id} of database {db.config.id} ({finding_topic(f.rule)})", db.config.id
         from forwarder.api.insights import QueryWindow
 
         q = await query_detail(ctx.insights, db, about.id, QueryWindow())
@@ -448,11 +449,24 @@ async def suggestions(ask: AskService, database: str | None) -> list[Suggestion]
                 findings.append((rank.get(f.severity, 3), f.last_seen, db.config.id, f))
         findings.sort(key=lambda t: (t[0], -_ts(t[1])))
         for _, _, db_id, f in findings:
-            out.append(Suggestion(f"{f.title}: why, and what should I do?", About("finding", f.id, db_id), db_id))
+            question = f"{finding_topic(f.rule)} on {db_id}: why, and what should I do?"
+            out.append(Suggestion(question, About("finding", f.id, db_id), db_id))
     unique: dict[str, Suggestion] = {}
     for suggestion in out:  # the first of each question, in order
         unique.setdefault(suggestion.question, suggestion)
     return list(unique.values())[:MAX_SUGGESTIONS]
+
+
+def finding_topic(rule: str) -> str:
+    """A finding's rule in plain words, for a question's text.
+
+    Never the finding's title: a title holds log text (a failed login's user name is whatever
+    the client sent, before it authenticated), and a question is the user's own words to the
+    model, where log text must not go (docs/ask.md, "Log text is untrusted data"); the model
+    reads the title through `get_finding`, as a tool result.
+    """
+    found = RULES.get(rule)
+    return found.topic if found is not None else rule
 
 
 def _ts(value: object) -> float:

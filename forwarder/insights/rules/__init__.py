@@ -24,6 +24,9 @@ class Rule(Protocol):
     """A finding rule (see the module docstring)."""
 
     name: ClassVar[str]  # stable: part of every finding id; e.g. "deadlocks"
+    # What the rule finds, in plain words and with nothing from a log line (a finding's title
+    # holds log text: user and relation names); what Ask puts in a question; e.g. "Deadlocks"
+    topic: ClassVar[str]
     kinds: ClassVar[frozenset[Kind]]  # the line kinds `observe` wants to see
     lookback_seconds: ClassVar[int]
 

@@ -59,6 +59,7 @@ class AuthFailures:
     """Bursts of failed logins, by client and user."""
 
     name: ClassVar[str] = "auth_failures"
+    topic: ClassVar[str] = "Failed logins"
     kinds: ClassVar[frozenset[Kind]] = frozenset({"auth_failure"})
     lookback_seconds: ClassVar[int] = LOOKBACK_SECONDS
 

@@ -61,6 +61,7 @@ class Autovacuum:
     """Long or repeated autovacuum runs, by table."""
 
     name: ClassVar[str] = "autovacuum"
+    topic: ClassVar[str] = "Autovacuum that runs long or again and again"
     kinds: ClassVar[frozenset[Kind]] = frozenset({"autovacuum"})
     lookback_seconds: ClassVar[int] = LOOKBACK_SECONDS
 

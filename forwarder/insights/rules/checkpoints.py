@@ -69,6 +69,7 @@ class Checkpoints:
     """WAL-requested checkpoints more often than checkpoint_timeout."""
 
     name: ClassVar[str] = "checkpoints"
+    topic: ClassVar[str] = "Checkpoints that occur too frequently"
     kinds: ClassVar[frozenset[Kind]] = frozenset({"checkpoint"})
     lookback_seconds: ClassVar[int] = LOOKBACK_SECONDS
 

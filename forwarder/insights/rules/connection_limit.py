@@ -65,6 +65,7 @@ class ConnectionLimit:
     """Connections refused for want of a slot."""
 
     name: ClassVar[str] = "connection_limit"
+    topic: ClassVar[str] = "The connection limit reached"
     kinds: ClassVar[frozenset[Kind]] = frozenset({"too_many_connections"})
     lookback_seconds: ClassVar[int] = LOOKBACK_SECONDS
 

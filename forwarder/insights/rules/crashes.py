@@ -39,6 +39,7 @@ class Crashes:
     """PANICs, crashed server processes and crash recovery."""
 
     name: ClassVar[str] = "crashes"
+    topic: ClassVar[str] = "Server crashes"
     kinds: ClassVar[frozenset[Kind]] = frozenset({"server", "error"})
     lookback_seconds: ClassVar[int] = LOOKBACK_SECONDS
 

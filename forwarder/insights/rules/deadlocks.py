@@ -49,6 +49,7 @@ class Deadlocks:
     """`deadlock detected` errors, by relation."""
 
     name: ClassVar[str] = "deadlocks"
+    topic: ClassVar[str] = "Deadlocks between transactions"
     kinds: ClassVar[frozenset[Kind]] = frozenset({"deadlock"})
     lookback_seconds: ClassVar[int] = LOOKBACK_SECONDS
 

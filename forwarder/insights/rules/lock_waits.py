@@ -49,6 +49,7 @@ class LockWaits:
     """Lock waits past the threshold, by relation."""
 
     name: ClassVar[str] = "lock_waits"
+    topic: ClassVar[str] = "Lock waits"
     kinds: ClassVar[frozenset[Kind]] = frozenset({"lock_wait"})
     lookback_seconds: ClassVar[int] = LOOKBACK_SECONDS
 

@@ -59,6 +59,7 @@ class StatementTimeouts:
     """Cancelled statements, by query."""
 
     name: ClassVar[str] = "statement_timeouts"
+    topic: ClassVar[str] = "Statements cancelled by a timeout"
     kinds: ClassVar[frozenset[Kind]] = frozenset({"error"})
     lookback_seconds: ClassVar[int] = LOOKBACK_SECONDS
 

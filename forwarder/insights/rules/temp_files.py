@@ -47,6 +47,7 @@ class TempFiles:
     """Temporary files, by role and database."""
 
     name: ClassVar[str] = "temp_files"
+    topic: ClassVar[str] = "Temporary files"
     kinds: ClassVar[frozenset[Kind]] = frozenset({"temp_file"})
     lookback_seconds: ClassVar[int] = LOOKBACK_SECONDS
 

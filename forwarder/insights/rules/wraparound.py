@@ -57,6 +57,7 @@ class Wraparound:
     """Wraparound warnings, by database."""
 
     name: ClassVar[str] = "wraparound"
+    topic: ClassVar[str] = "Transaction ID wraparound"
     # The warnings are of kind autovacuum, the stop is an error (pglog/classify.py).
     kinds: ClassVar[frozenset[Kind]] = frozenset({"autovacuum", "error"})
     lookback_seconds: ClassVar[int] = LOOKBACK_SECONDS
