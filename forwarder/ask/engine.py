@@ -127,7 +127,7 @@ def history_turns(messages: list[A.Message]) -> list[Turn]:
     for m in messages[-HISTORY_MESSAGES:]:
         if m.role == "user":
             turns.append(UserTurn(m.text))
-        elif m.text:
+        elif m.text.strip():  # an answer that failed before it said anything has nothing to replay
             turns.append(AssistantTurn(m.text))
     return turns
 

@@ -442,7 +442,8 @@ class FakeAnthropic(_Base):
                         _need(isinstance(block.get("content"), str), "a tool result's content")
                         _need(set(block) <= {"type", "tool_use_id", "content", "is_error"}, "tool result fields")
                     else:
-                        _need(isinstance(block.get("text"), str) and block["text"], "a text block needs text")
+                        # "text content blocks must contain non-whitespace text" (400)
+                        _need(isinstance(block.get("text"), str) and block["text"].strip(), "a text block needs text")
                 open_calls = set()
             else:
                 for block in blocks:
@@ -451,7 +452,11 @@ class FakeAnthropic(_Base):
                         _need(isinstance(block.get("input"), dict), "tool_use input must be an object")
                         open_calls.add(block["id"])
                     else:
-                        _need(block.get("type") == "text" and block.get("text"), f"message {i}: an empty text block")
+                        text = block.get("text")
+                        _need(
+                            block.get("type") == "text" and isinstance(text, str) and text.strip(),
+                            f"message {i}: a blank text block",
+                        )
         _need(messages[-1]["role"] == "user", "the last message must be the user's")
 
     def error_body(self, status: int) -> dict[str, Any]:

@@ -165,28 +165,44 @@ def _arguments(block: _Block) -> dict[str, Any] | None:
 def _messages(turns: tuple[Turn, ...]) -> list[dict[str, Any]]:
     """The conversation in messages form: an assistant turn is `text` + `tool_use` blocks, and the
     tool results that answer it go back together in ONE user message of `tool_result` blocks (they
-    hold log text, untrusted data, and stay tool results)."""
+    hold log text, untrusted data, and stay tool results).
+
+    The Messages API refuses a text block of whitespace only ("text content blocks must contain
+    non-whitespace text", 400): a model may stream "\n\n" before a tool call, and an answer that
+    failed early may be stored as just that. Such a block is left out, an assistant turn left with
+    nothing goes too, and the user turns it separated become one message, so roles still
+    alternate."""
     messages: list[dict[str, Any]] = []
+
+    def to_user(block: dict[str, Any]) -> None:
+        last = messages[-1] if messages else None
+        if last is None or last["role"] != "user":
+            messages.append({"role": "user", "content": [block]})
+        elif isinstance(last["content"], str):
+            last["content"] = [{"type": "text", "text": last["content"]}, block]
+        else:
+            last["content"].append(block)
+
     for turn in turns:
         if isinstance(turn, UserTurn):
-            messages.append({"role": "user", "content": turn.text})
+            if messages and messages[-1]["role"] == "user":
+                to_user({"type": "text", "text": turn.text})
+            else:
+                messages.append({"role": "user", "content": turn.text})
         elif isinstance(turn, AssistantTurn):
             content: list[dict[str, Any]] = []
-            if turn.text:
+            if turn.text.strip():
                 content.append({"type": "text", "text": turn.text})
             content.extend(
                 {"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments} for c in turn.tool_calls
             )
-            messages.append({"role": "assistant", "content": content})
+            if content:
+                messages.append({"role": "assistant", "content": content})
         elif isinstance(turn, ToolResultTurn):
             result: dict[str, Any] = {"type": "tool_result", "tool_use_id": turn.call_id, "content": turn.content}
             if turn.is_error:
                 result["is_error"] = True
-            last = messages[-1] if messages else None
-            if last is not None and last["role"] == "user" and isinstance(last["content"], list):
-                last["content"].append(result)
-            else:
-                messages.append({"role": "user", "content": [result]})
+            to_user(result)
     return messages
 
 

@@ -150,6 +150,29 @@ async def test_the_tool_results_go_back_to_the_model_as_tool_results(rig: Rig) -
         assert messages[0] == {"role": "system", "content": SYSTEM}
 
 
+async def test_an_answer_that_said_only_blank_text_is_still_a_request_the_vendor_takes(rig: Rig) -> None:
+    # Anthropic refuses a text block of whitespace only (400 "text content blocks must contain
+    # non-whitespace text"); a model may stream "\n\n" before its tool call, and an answer that
+    # failed after it is stored as just that, then replayed in the conversation's next question.
+    call = ToolCall("call_1", "list_databases", {})
+    request = ask(
+        UserTurn("first question"),
+        AssistantTurn("\n\n"),
+        UserTurn("second question"),
+        AssistantTurn(" \n", (call,)),
+        ToolResultTurn("call_1", "list_databases", '{"databases": []}'),
+    )
+
+    deltas = await rig.answer(request, [Text("None.")])
+
+    assert text_of(deltas) == "None." and rig.fake.errors == []
+    if rig.vendor == "anthropic":
+        messages = rig.fake.requests[0]["messages"]
+        assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+        assert [b["text"] for b in messages[0]["content"]] == ["first question", "second question"]
+        assert messages[1]["content"] == [{"type": "tool_use", "id": "call_1", "name": "list_databases", "input": {}}]
+
+
 async def test_keep_alives_during_silences_are_not_part_of_the_answer(rig: Rig) -> None:
     deltas = await rig.answer(ask(), [KeepAlive(), Text("Autovacuum "), KeepAlive(), KeepAlive(), Text("keeps up.")])
 
