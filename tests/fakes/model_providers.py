@@ -79,6 +79,12 @@ class Refusal:
 
 
 @dataclass(frozen=True)
+class Limit:
+    """The answer reached max_tokens: OpenAI finish_reason `length`; Anthropic stop_reason
+    `max_tokens`. Ends the turn (the stream itself ends as usual)."""
+
+
+@dataclass(frozen=True)
 class StreamError:
     """An error inside the stream (after HTTP 200), then the stream ends."""
 
@@ -100,7 +106,7 @@ class Stall:
     """Hold the stream open without sending anything until the client goes away."""
 
 
-Step = Text | Tool | KeepAlive | Refusal | StreamError | BadJson | Cut | Stall
+Step = Text | Tool | KeepAlive | Refusal | Limit | StreamError | BadJson | Cut | Stall
 
 
 @dataclass(frozen=True)
@@ -363,6 +369,9 @@ class FakeOpenAI(_Base):
                 for piece in split(step.text, 2):
                     yield self._delta({"refusal": piece})
                 break
+            elif isinstance(step, Limit):
+                finish = "length"
+                break
             elif isinstance(step, StreamError):
                 error = {"code": "server_error" if step.kind == "overloaded" else step.kind, "message": "upstream"}
                 choice = {"index": 0, "delta": {"content": ""}, "finish_reason": "error"}
@@ -524,6 +533,9 @@ class FakeAnthropic(_Base):
                 yield self._event("ping")
             elif isinstance(step, Refusal):
                 stop_reason = "refusal"
+                break
+            elif isinstance(step, Limit):
+                stop_reason = "max_tokens"
                 break
             elif isinstance(step, StreamError):
                 kind = "overloaded_error" if step.kind == "overloaded" else step.kind

@@ -16,7 +16,7 @@ import logging
 import re
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import anthropic
 
@@ -103,6 +103,16 @@ class _Block:
     input: Any = None
 
 
+# Stop reasons of an answer that did not end (docs.anthropic.com/en/api/handling-stop-reasons):
+# `max_tokens` cut it mid-sentence, `model_context_window_exceeded` likewise, and `pause_turn`
+# pauses a long turn of the vendor's own server tools, to be sent back to continue (we use none).
+_CUT_SHORT: Final = {
+    "max_tokens": "stopped the answer at its length limit",
+    "model_context_window_exceeded": "stopped the answer at its context window's limit",
+    "pause_turn": "paused the answer",
+}
+
+
 class _Turn:
     """What one stream has said so far: its content blocks by index, the stop reason, the usage."""
 
@@ -149,6 +159,9 @@ class _Turn:
             if self.stop_reason == "refusal":
                 yield Failed("refused", "the model declined to answer this question")
         elif kind == "message_stop":
+            if self.stop_reason in _CUT_SHORT:
+                yield Failed("provider_error", f"{_NAME} {_CUT_SHORT[self.stop_reason]} ({self.stop_reason})")
+                return
             yield Finished(self.model, self.input_tokens, self.output_tokens)
 
 

@@ -153,6 +153,14 @@ class _Turn:
         if self.finish_reason is None:
             yield Failed("provider_unavailable", f"{name} ended the stream before the answer was complete")
             return
+        # "length": the answer reached max_tokens mid-sentence; "error" (OpenRouter's normalized
+        # reason when the upstream model failed mid-stream). Neither is a finished answer.
+        if self.finish_reason == "length":
+            yield Failed("provider_error", f"{name} stopped the answer at its length limit")
+            return
+        if self.finish_reason == "error":
+            yield Failed("provider_unavailable", f"{name} stopped the answer with an error")
+            return
         calls: list[ToolCall] = []
         for _, call in sorted(self.calls.items()):
             arguments = _arguments(call.arguments)

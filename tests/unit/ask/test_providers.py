@@ -30,6 +30,7 @@ from tests.fakes.model_providers import (
     BadJson,
     Cut,
     KeepAlive,
+    Limit,
     Refusal,
     Rig,
     Stall,
@@ -187,6 +188,16 @@ async def test_a_refusal_mid_stream_ends_the_turn_as_refused(rig: Rig) -> None:
     assert isinstance(failed, Failed)
     assert (failed.code, failed.key_refused) == ("refused", False)
     assert "can't help" not in text_of(deltas)
+
+
+async def test_an_answer_cut_at_the_token_limit_is_not_a_finished_answer(rig: Rig) -> None:
+    # OpenAI finish_reason "length", Anthropic stop_reason "max_tokens": half a sentence, which
+    # must not be stored as a complete answer.
+    deltas = await rig.answer(ask(), [Text("The slowest query is"), Limit()])
+
+    failed = ends_once(deltas)
+    assert isinstance(failed, Failed) and failed.code == "provider_error" and "limit" in failed.message
+    assert text_of(deltas) == "The slowest query is" and rig.fake.errors == []
 
 
 @pytest.mark.parametrize(
