@@ -101,16 +101,23 @@ def format_time(time_us: int) -> str:
 
 
 # RFC 3339 section 5.6 date-time: seconds always, a fraction of one digit or more, `Z` or an offset
-# with its colon. Python's fromisoformat alone takes ISO 8601's other forms too (no seconds,
-# "+0000", a comma), which are not RFC 3339.
-_RFC3339: Final = re.compile(r"(\d{4}-\d\d-\d\d[Tt]\d\d:\d\d:)(\d\d)(\.\d{1,6})?\d*([Zz]|[+-]\d\d:\d\d)?", re.ASCII)
+# with its colon (hours 00-23, minutes 00-59). Python's fromisoformat alone takes ISO 8601's other
+# forms too (no seconds, "+0000", a comma) and offset minutes past 59, which are not RFC 3339.
+_RFC3339: Final = re.compile(
+    r"(\d{4}-\d\d-\d\d[Tt]\d\d:\d\d:)(\d\d)(\.\d+)?([Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d)?", re.ASCII
+)
+# The instants `format_time` can write: years 0001 to 9999 in UTC. An offset can move a time that
+# reads as within them out of them ("0001-01-01T00:00:00+01:00" is in year 0).
+FIRST_TIME_US: Final = (datetime(1, 1, 1, tzinfo=UTC) - _EPOCH) // timedelta(microseconds=1)
+LAST_TIME_US: Final = (datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC) - _EPOCH) // timedelta(microseconds=1)
 
 
 def parse_time(text: str) -> int:
     """RFC 3339 text to microseconds since the epoch; raises ValueError when it is not RFC 3339.
 
     A leap second (`23:59:60Z`, RFC 3339 section 5.7) is the first instant of the next second, as
-    POSIX time has no room for it; digits of a fraction past microseconds are dropped."""
+    POSIX time has no room for it; digits of a fraction past microseconds are dropped. An instant
+    outside years 0001-9999 in UTC is a ValueError too (FIRST_TIME_US, LAST_TIME_US)."""
     m = _RFC3339.fullmatch(text)
     if m is None:
         raise ValueError("not an RFC 3339 time")
@@ -119,13 +126,16 @@ def parse_time(text: str) -> int:
         raise ValueError("an RFC 3339 time needs an offset or Z")
     leap = second == "60"
     zone = "+00:00" if offset in ("Z", "z") else offset
-    dt = datetime.fromisoformat(f"{head}{'59' if leap else second}{fraction or ''}{zone}")
+    dt = datetime.fromisoformat(f"{head}{'59' if leap else second}{(fraction or '')[:7]}{zone}")
     if leap:
         try:
             dt += timedelta(seconds=1)
         except OverflowError:
             raise ValueError("past the last representable time") from None
-    return (dt - _EPOCH) // timedelta(microseconds=1)
+    time_us = (dt - _EPOCH) // timedelta(microseconds=1)
+    if not FIRST_TIME_US <= time_us <= LAST_TIME_US:
+        raise ValueError("outside the years 0001 to 9999 in UTC")
+    return time_us
 
 
 _DIGITS: Final = re.compile(r"\d+")

@@ -41,6 +41,16 @@ TIME = "must be an RFC 3339 time"
         (LOGS, {"from": "2026-01-01T00:00:00.Z"}, "from", TIME),
         (LOGS, {"from": "2026-01-01T00:00:00,5Z"}, "from", TIME),
         (LOGS, {"from": "2026-01-01T00:00:0\u0665Z"}, "from", TIME),  # a digit, not an ASCII one
+        # digits after the seconds without a point; offset minutes past 59, hours past 23
+        (LOGS, {"from": "2026-01-01T00:00:00123Z"}, "from", TIME),
+        (LOGS, {"from": "2026-01-01T00:00:00+05:99"}, "from", TIME),
+        (LOGS, {"from": "2026-01-01T00:00:00+05:60"}, "from", TIME),
+        (LOGS, {"from": "2026-01-01T00:00:00+24:00"}, "from", TIME),
+        # RFC 3339 times whose instant is before year 1 or after year 9999 in UTC
+        (LOGS, {"from": "0001-01-01T00:00:00+01:00"}, "from", TIME),
+        (LOGS, {"to": "9999-12-31T23:59:59-23:59"}, "to", TIME),
+        (GROUPS, {"from": "0001-01-01T00:00:00+01:00"}, "from", TIME),
+        (GROUPS, {"from": "9999-12-31T23:59:59-23:59"}, "from", TIME),
         (LOGS, {"group": "f" * 5_000}, "group", "must be a group id"),
         (LOGS, {"q": "x" * 5_000}, "q", "must be 1 to 500 characters"),
         (LOGS, {"kind": "x" * 5_000}, "kind", "unknown kind"),
@@ -58,6 +68,21 @@ async def test_malformed_parameters_are_400_naming_them(
     assert body["error"]["message"].startswith(f"{field}: ") and says in body["error"]["message"]
     assert len(body["error"]["message"]) < 300  # says what is wrong without echoing a long value
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+
+
+@pytest.mark.parametrize(
+    ("given", "read_as"),
+    [
+        ("2016-12-31T23:59:60Z", "2017-01-01T00:00:00.000Z"),  # RFC 3339 5.7: the next second's first instant
+        ("2026-01-01T10:00:00.123456789Z", "2026-01-01T10:00:00.123Z"),  # digits past microseconds dropped
+        ("0001-01-01T00:00:00Z", "0001-01-01T00:00:00.000Z"),
+        ("9999-12-31T23:59:59.999Z", "9999-12-31T23:59:59.999Z"),
+        ("2026-01-01T10:00:00+23:59", "2025-12-31T10:01:00.000Z"),
+    ],
+)
+async def test_the_edges_of_rfc_3339_are_times(api: Api, given: str, read_as: str) -> None:
+    async with api.session.get(api.url(GROUPS), params={"from": given}, headers=api.auth(api.read_only)) as resp:
+        assert resp.status == 200 and (await resp.json())["from"] == read_as
 
 
 async def test_a_leap_second_is_a_time(api: Api) -> None:
