@@ -309,12 +309,17 @@ class Engine:
         self, ctx: ToolContext, call: ToolCall, answer: _Answer, turns: list[Turn]
     ) -> AsyncIterator[E.Event]:
         tool = TOOLS.get(call.name)
-        label = _label(tool.label, call.arguments) if tool is not None else f"Unknown tool {call.name[:40]}"
-        yield self._step(answer, E.ToolStep(call.id, call.name, label, "running"))
         if tool is None:
-            turns.append(ToolResultTurn(call.id, call.name, f"no tool named {call.name!r}", is_error=True))
-            yield self._step(answer, E.ToolStep(call.id, call.name, label, "error"))
+            # A name the model made up may be any length: shown, kept and told back cut to the
+            # 64 characters a vendor allows a tool's name (OpenAI's functions, Anthropic's tools).
+            name = call.name[:64]
+            label = f"Unknown tool {call.name[:40]}"
+            yield self._step(answer, E.ToolStep(call.id, name, label, "running"))
+            turns.append(ToolResultTurn(call.id, name, f"no tool named {name!r}", is_error=True))
+            yield self._step(answer, E.ToolStep(call.id, name, label, "error"))
             return
+        label = _label(tool.label, call.arguments)
+        yield self._step(answer, E.ToolStep(call.id, call.name, label, "running"))
         try:
             outcome = await asyncio.wait_for(tool.run(ctx, call.arguments), TOOL_TIMEOUT_SECONDS)
         except ToolFailed as exc:

@@ -52,7 +52,7 @@ from forwarder.ask.providers.base import ToolSpec
 from forwarder.insights.alerts import get_instance, list_instances
 from forwarder.insights.engine import Insights
 from forwarder.insights.queries import SORTS
-from forwarder.model import KINDS, format_time, group_id
+from forwarder.model import FIRST_TIME_US, KINDS, LAST_TIME_US, format_time, group_id
 
 # A result is read by a model: each stays under this many bytes of JSON (lists are cut, and say so).
 MAX_RESULT_BYTES: Final = 20_000
@@ -64,6 +64,7 @@ LINE_FIELDS: Final = (
 )  # fmt: skip
 DAY_US: Final = 86_400 * 1_000_000
 MINUTE_US: Final = 60 * 1_000_000
+_DIGITS: Final = re.compile(r"[0-9]{1,18}")
 SERIES_POINTS: Final = 48  # a query's newest 5-minute buckets (four hours)
 
 
@@ -172,7 +173,9 @@ def _int(args: dict[str, Any], name: str, lo: int, hi: int, default: int) -> int
     value = args.get(name)
     if value is None:
         return default
-    if isinstance(value, str) and value.isdigit():
+    # ASCII digits only, and few: str.isdigit() takes "²" and "٣", which int() refuses or reads,
+    # and int() refuses more than 4,300 digits (a ValueError, not the model's mistake named).
+    if isinstance(value, str) and _DIGITS.fullmatch(value):
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
         raise ToolFailed(f"{name}: must be an integer from {lo} to {hi}")
@@ -226,7 +229,16 @@ def _moment(ctx: ToolContext, name: str, raw: str) -> int:
 
 def _time_arg(ctx: ToolContext, args: dict[str, Any], name: str) -> int | None:
     raw = _text(args, name, 40)
-    return None if raw is None else _moment(ctx, name, raw)
+    return None if raw is None else _moment_within(ctx, name, raw)
+
+
+def _moment_within(ctx: ToolContext, name: str, raw: str) -> int:
+    """`_moment`, refused a day's margin from the ends of what `format_time` can write (years
+    0001-9999 in UTC), so a window around it or the day from it can be written too."""
+    at = _moment(ctx, name, raw)
+    if not FIRST_TIME_US + DAY_US <= at <= LAST_TIME_US - DAY_US:
+        raise ToolFailed(f"{name}: must be a time between the years 0001 and 9999")
+    return at
 
 
 def _kinds(args: dict[str, Any]) -> list[str]:
@@ -371,7 +383,7 @@ async def search_logs(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
     if (day := _text(args, "day", 40)) is not None:
         if day.strip().lower() not in ("today", "yesterday") and not _DATE.fullmatch(day.strip()):
             raise ToolFailed("day: must be today, yesterday or a date such as 2026-11-22")
-        from_us = _moment(ctx, "day", day)
+        from_us = _moment_within(ctx, "day", day)
         to_us = from_us + DAY_US
     if (around := _time_arg(ctx, args, "around")) is not None:
         from_us, to_us = around - minutes * MINUTE_US, around + minutes * MINUTE_US

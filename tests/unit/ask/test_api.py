@@ -277,7 +277,7 @@ async def test_every_event_matches_the_documented_models(api: Api) -> None:
             api,
             Scripted(
                 [
-                    [ToolCall("a", "suggest_for_test", {}), ToolCall("b", "no_such_tool", {}), Finished("m")],
+                    [ToolCall("a", "suggest_for_test", {}), ToolCall("b", "no_such_tool" * 500, {}), Finished("m")],
                     [TextDelta("done"), Finished("m")],
                 ]
             ),
@@ -291,6 +291,8 @@ async def test_every_event_matches_the_documented_models(api: Api) -> None:
         AskEvent.model_validate(data)
     steps = [(d["tool"]["id"], d["tool"]["status"]) for n, d in events if n == "tool"]
     assert steps == [("a", "running"), ("a", "done"), ("b", "running"), ("b", "error")]
+    # a tool name the model made up is shown (and kept) cut, not 6,000 characters long
+    assert [len(d["tool"]["name"]) for n, d in events if n == "tool"][2:] == [64, 64]
     actions = [d["action"] for n, d in events if n == "action"]
     assert [a["kind"] for a in actions] == ["fix", "link"] and actions[0]["fix_id"] == "raise"
     names = [n for n, _ in events]

@@ -200,6 +200,14 @@ async def test_alerts_of_the_database(api: Api, ui: Ui) -> None:
         ("search_logs", {"from": "soon"}, "from"),
         ("search_logs", {"around": "25:00"}, "around"),
         ("search_logs", {"day": "monday"}, "day"),
+        # digits str.isdigit() takes and int() refuses, or more than int() reads
+        ("search_logs", {"limit": "\u00b2"}, "limit"),
+        ("search_logs", {"limit": "9" * 5000}, "limit"),
+        # a window or a day past what a time can be written as (years 0001-9999)
+        ("search_logs", {"around": "9999-12-31T23:59:59Z", "minutes": 120}, "around"),
+        ("search_logs", {"around": "0001-01-01T00:00:00Z"}, "around"),
+        ("search_logs", {"day": "9999-12-31"}, "day"),
+        ("log_groups", {"from": "0001-01-01T00:30:00+01:00"}, "from"),
         ("search_logs", {"q": ""}, None),
         ("search_logs", {"colour": "red"}, "colour"),
         ("log_groups", {"limit": 0}, "limit"),
