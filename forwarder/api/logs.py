@@ -46,6 +46,7 @@ from forwarder.model import (
 )
 from forwarder.sources.follower import SourceState
 from forwarder.store import DatabaseSettings, Group, LineQuery
+from forwarder.store.lines import MAX_QUERY_TERMS, query_terms
 from forwarder.store.store import day_of
 
 MAX_LIMIT: Final = 500
@@ -166,6 +167,18 @@ KindsParam = Annotated[
 LimitParam = Annotated[int, integer(1, MAX_LIMIT)]
 
 
+def search_words(lo: int, hi: int) -> QueryValue:
+    """`q`: text of `lo` to `hi` characters, and at most MAX_QUERY_TERMS different words."""
+    length = text(lo, hi)
+
+    def parse(raw: str) -> str:
+        value: str = length.parse(raw)
+        query_terms(value)  # a ValueError names what is wrong
+        return value
+
+    return QueryValue(parse, length.schema)
+
+
 class LogsQuery(BaseModel):
     """Query of `GET /v1/databases/{ref}/logs`."""
 
@@ -173,10 +186,11 @@ class LogsQuery(BaseModel):
     kind: KindsParam | SkipJsonSchema[None] = Field(
         None, description="Kinds or aliases (errors, locks, maintenance): repeated, or comma-separated."
     )
-    q: Annotated[str, text(1, 500)] | SkipJsonSchema[None] = Field(
+    q: Annotated[str, search_words(1, 500)] | SkipJsonSchema[None] = Field(
         None,
         description="Words that must all appear (as word prefixes) in message, detail, hint, context or"
-        " statement; text without letters or digits is matched as a substring.",
+        f" statement, at most {MAX_QUERY_TERMS} different ones; text without letters or digits is matched"
+        " as a substring.",
     )
     group: GroupParam | SkipJsonSchema[None] = Field(None, description="A group id from the groups endpoint.")
     from_: TimeParam | SkipJsonSchema[None] = Field(

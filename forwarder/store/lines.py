@@ -29,9 +29,16 @@ TEXT_FIELDS: Final = ("message", "detail", "hint", "context", "statement")
 WINDOW_TEXT_FIELDS: Final = ("message", "detail", "statement")  # what count_window's `text` looks in
 FTS_WATERMARK_KEY: Final = "fts_indexed_upto"
 
-_WORD_RE = re.compile(r"\w+", re.UNICODE)
-# What FTS5's unicode61 tokenizer keeps as a token: letters and digits (\w less `_`).
-_FTS_TOKEN_RE = re.compile(r"[^\W_]+", re.UNICODE)
+# The combining marks FTS5's `unicode61 remove_diacritics 2` takes as part of a word and then
+# drops (sqlite3Fts5UnicodeIsdiacritic in fts5_unicode2.c; checked against SQLite's tokenizer over
+# U+0300-U+036F): "re\u0301sume\u0301", résumé with its accents as marks of their own (as macOS
+# and some clients write them), is the one word "resume" to it. To `\w` a mark is a separator.
+_DIACRITICS: Final = "\u0300-\u0304\u0306-\u030c\u030f\u0311\u031b\u0323-\u0328\u032d\u032e\u0330\u0331"
+_WORD_RE = re.compile(rf"[\w{_DIACRITICS}]+", re.UNICODE)
+# What FTS5's unicode61 tokenizer keeps as a token: letters and digits (\w less `_`), and those marks.
+_FTS_TOKEN_RE = re.compile(rf"(?:[^\W_]|[{_DIACRITICS}])+", re.UNICODE)
+# How many different words one `q` may hold (a 400 past it, never words silently left out).
+MAX_QUERY_TERMS: Final = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,7 +355,7 @@ def _fold(text: str) -> str:
 _FTS5_FOLDS: Final = str.maketrans(
     "\u017f\u03c2\u03d0\u03d1\u03d5\u03d6\u03f0\u03f1\u03f5\u1e9b\u00b5",
     "s\u03c3\u03b2\u03b8\u03c6\u03c0\u03ba\u03c1\u03b5s\u03bc",
-) | {0x0307: None}
+) | {ord(ch): None for ch in re.findall(f"[{_DIACRITICS}]", "".join(map(chr, range(0x0300, 0x0370))))}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -360,12 +367,13 @@ def _fold_char(ch: str) -> str:
 
 
 def query_terms(q: str) -> list[str]:
-    """Words of a search text, folded; raises ValueError when it has none."""
-    terms = [_fold(w) for w in _WORD_RE.findall(q)]
-    terms = [t for t in terms if t]
-    if not terms:
-        raise ValueError("needs at least one letter or digit")
-    return terms[:16]
+    """The words `q` searches for: folded, each once, in order; [] when none holds a letter or a
+    digit (`>`, `::`, `_`: a substring search then). ValueError past MAX_QUERY_TERMS different
+    words (the API's 400)."""
+    terms = list(dict.fromkeys(t for w in _WORD_RE.findall(q) if (t := _fold(w))))
+    if len(terms) > MAX_QUERY_TERMS:
+        raise ValueError(f"at most {MAX_QUERY_TERMS} different words")
+    return terms if any(_FTS_TOKEN_RE.search(t) for t in terms) else []
 
 
 def fts_match_expression(terms: list[str]) -> str:
@@ -375,7 +383,7 @@ def fts_match_expression(terms: list[str]) -> str:
     (`sessions_pkey`: `_` is a separator to it, a word character to `\w`) becomes all of them,
     required anywhere: a superset of the lines `doc_matches` accepts (see `needs_recheck`).
     """
-    tokens = [tok for t in terms for tok in _FTS_TOKEN_RE.findall(t)]
+    tokens = dict.fromkeys(tok for t in terms for tok in _FTS_TOKEN_RE.findall(t))  # each once
     return " AND ".join('"' + t + '"*' for t in tokens)
 
 
@@ -583,14 +591,15 @@ def list_lines(conn: sqlite3.Connection, db_code: int, query: LineQuery) -> Page
         where.append("id > ?")
         params.append(query.after)
     order: Order = "ASC" if query.after is not None else "DESC"
-    if query.q is not None and _FTS_TOKEN_RE.search(query.q):
+    if query.q is not None and query_terms(query.q):
         bounded = _Where(" AND ".join(where), params)
         envelope = (ranges[0][0], ranges[-1][1])
         return _page(conn, query, _word_search(conn, _Where(filters, filter_params), bounded, query, order, envelope))
     if query.q is not None:
-        # No letter or digit (`>`, `::`, `_`): nothing for the word index, so a substring scan.
+        # No letter or digit (`>`, `::`, `_`): nothing for the word index, so a substring scan
+        # (of the text as given when folding leaves nothing: a lone mark, which the folded text lacks).
         where.append("fwd_doc_contains(doc, ?)")
-        params.append(_fold(query.q))
+        params.append(_fold(query.q) or query.q)
     if timed:
         where.append("id >= ? AND id <= ?")  # one of the ranges
     sql = f"SELECT id, time_us, doc FROM lines WHERE {' AND '.join(where)} ORDER BY id {order} LIMIT ?"

@@ -120,6 +120,14 @@ def test_a_rare_word_is_found_without_walking_every_line(tmp_path: Path) -> None
         ("ユーザ", True),
         ("_", True),  # no letter or digit: a substring
         ("__", False),
+        # accents written as marks of their own (U+0301 after the letter), in the line or in q:
+        # one word to the index, and to the scan of the lines it has not taken yet
+        ("resume", True),
+        ("r\u00e9sum\u00e9", True),
+        ("re\u0301sume\u0301", True),
+        ("sume", False),
+        ("e\u0301cole", True),
+        ("\u0301", False),  # a lone mark: a substring the folded text does not hold
     ],
 )
 def test_a_word_is_found_as_written_whether_indexed_or_not(tmp_path: Path, q: str, found: bool, indexed: bool) -> None:
@@ -128,7 +136,7 @@ def test_a_word_is_found_as_written_whether_indexed_or_not(tmp_path: Path, q: st
         L.append(
             conn,
             L.Identity(1, "main", "main", "h"),
-            [LogLine(T0, "LOG", "other", 'Straße café ÉCOLE relation "ユーザー" under_score')],
+            [LogLine(T0, "LOG", "other", 'Straße café ÉCOLE relation "ユーザー" under_score re\u0301sume\u0301')],
         )
         if indexed:
             while L.index_fts(conn, 5000):
