@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
-from urllib.parse import parse_qsl, quote, quote_plus, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, quote_plus, unquote_plus, urlsplit, urlunsplit
 
 from forwarder.sinks.base import Outcome, Response
 
@@ -95,8 +95,9 @@ def masked_url(url: str) -> str:
 
 
 def _masked_parameter(pair: str) -> str:
+    # The name decoded as `url_credentials` (parse_qsl) and the receiver read it: `to%6Ben` is `token`.
     name, sep, value = pair.partition("=")
-    return f"{name}={MASK}" if sep and value and is_secret_parameter(name.replace("+", " ")) else pair
+    return f"{name}={MASK}" if sep and value and is_secret_parameter(unquote_plus(name)) else pair
 
 
 # Any scheme: a config file may hold a URL the API would refuse (ftp://user:password@...), and its

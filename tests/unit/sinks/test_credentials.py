@@ -36,6 +36,11 @@ SECRET = "S3cret/Token+with=odd chars"
             "https://h.example.com/?private_token=***&client_secret=***",
         ),
         ("https://h.example.com/?token=&key", "https://h.example.com/?token=&key"),  # nothing to hide
+        # a name written in percent escapes is the name the receiver reads (and sent decoded)
+        (
+            "https://h.example.com/y?to%6Ben=T4&api%5Fkey=T5&region=eu",
+            "https://h.example.com/y?to%6Ben=***&api%5Fkey=***&region=eu",
+        ),
         ("https://user:pw@h.example.com:8443/x", "https://***@h.example.com:8443/x"),
         ("https://user@h.example.com/x#frag", "https://***@h.example.com/x#frag"),
     ],
