@@ -172,8 +172,12 @@ class _Base:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         try:
             if request.method == "GET" and request.path == self.models_path:
-                self.check_auth(request)
+                if self.models_need_a_key:
+                    self.check_auth(request)
                 return web.json_response(self.models_body())
+            if request.method == "GET" and self.key_path and request.path == self.key_path:
+                self.check_auth(request)
+                return web.json_response(self.key_body())
             if request.method != "POST" or request.path != self.stream_path:
                 raise WireFormatError(f"unexpected {request.method} {request.path}")
             self.check_auth(request)
@@ -217,6 +221,8 @@ class _Base:
     # Filled by each vendor.
     stream_path: str = ""
     models_path: str = ""
+    models_need_a_key: bool = True
+    key_path: str = ""  # the key's own record, where a vendor has one (OpenRouter)
 
     def check_auth(self, request: web.Request) -> None:
         raise NotImplementedError
@@ -228,6 +234,9 @@ class _Base:
         raise NotImplementedError
 
     def models_body(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def key_body(self) -> dict[str, Any]:
         raise NotImplementedError
 
     def events(self, body: dict[str, Any], turn: list[Step]) -> AsyncIterator[str]:
@@ -261,6 +270,10 @@ class FakeOpenAI(_Base):
     def __post_init__(self) -> None:
         self.stream_path = _PREFIX[self.flavour] + "/chat/completions"
         self.models_path = _PREFIX[self.flavour] + "/models"
+        # OpenRouter lists its models to anyone (no key needed); the key's own record, `GET /key`,
+        # is what answers 401 for a key it does not know.
+        self.models_need_a_key = self.flavour != "openrouter"
+        self.key_path = "/api/v1/key" if self.flavour == "openrouter" else ""
 
     @property
     def base_url(self) -> str:
@@ -333,6 +346,9 @@ class FakeOpenAI(_Base):
 
     def models_body(self) -> dict[str, Any]:
         return {"object": "list", "data": [{"id": self.model, "object": "model", "created": CREATED, "owned_by": "x"}]}
+
+    def key_body(self) -> dict[str, Any]:
+        return {"data": {"label": "sk-or-v1-abc...xyz", "usage": 0, "limit": None, "is_free_tier": False}}
 
     def _chunk(self, choices: list[dict[str, Any]], **extra: Any) -> str:
         chunk = {
@@ -588,8 +604,9 @@ def provider_for(vendor: Vendor, base_url: str, api_key: str = SECRET_KEY, timeo
 
 
 async def check_key_with(vendor: Vendor, base_url: str, api_key: str, timeout_seconds: float = 30) -> KeyCheck:
-    check = anthropic_check_key if vendor == "anthropic" else openai_check_key
-    return await check(api_key=api_key, base_url=base_url, timeout_seconds=timeout_seconds)
+    if vendor == "anthropic":
+        return await anthropic_check_key(api_key=api_key, base_url=base_url, timeout_seconds=timeout_seconds)
+    return await openai_check_key(api_key=api_key, base_url=base_url, timeout_seconds=timeout_seconds, vendor=vendor)
 
 
 @dataclass

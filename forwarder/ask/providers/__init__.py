@@ -63,7 +63,7 @@ def builtin_provider(config: AskConfig) -> tuple[Provider, str, str]:
 
 
 async def check_key(name: ProviderName, api_key: str, config: AskConfig) -> KeyCheck:
-    """Ask the provider whether it accepts `api_key` (listing models costs nothing)."""
+    """Ask the provider whether it accepts `api_key` (at no cost: a listing, or the key's own record)."""
     base_url = getattr(config.provider_urls, name)
     if name == "anthropic":
         from forwarder.ask.providers import anthropic
@@ -71,4 +71,6 @@ async def check_key(name: ProviderName, api_key: str, config: AskConfig) -> KeyC
         return await anthropic.check_key(api_key=api_key, base_url=base_url, timeout_seconds=KEY_CHECK_TIMEOUT_SECONDS)
     from forwarder.ask.providers import openai
 
-    return await openai.check_key(api_key=api_key, base_url=base_url, timeout_seconds=KEY_CHECK_TIMEOUT_SECONDS)
+    return await openai.check_key(
+        api_key=api_key, base_url=base_url, timeout_seconds=KEY_CHECK_TIMEOUT_SECONDS, vendor=name
+    )

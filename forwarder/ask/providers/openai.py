@@ -231,11 +231,16 @@ def _failure(exc: openai.APIError, name: str) -> Failed:
     return Failed("provider_error", f"{name} failed during the answer{f' ({kind})' if kind else ''}")
 
 
-async def check_key(*, api_key: str, base_url: str, timeout_seconds: float) -> KeyCheck:
-    """Whether the server accepts `api_key`: list the models (costs nothing)."""
+async def check_key(*, api_key: str, base_url: str, timeout_seconds: float, vendor: str = "openai") -> KeyCheck:
+    """Whether the server accepts `api_key`, at no cost: OpenAI lists the models for a key only;
+    OpenRouter lists its models to anyone, so its key is read back from `GET /key`
+    (openrouter.ai/docs/api/api-reference/api-keys/get-current-api-key: 401 for a key it lacks)."""
     client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=timeout_seconds, max_retries=0)
     try:
-        await client.models.list()
+        if vendor == "openrouter":
+            await client.get("/key", cast_to=object)
+        else:
+            await client.models.list()
     except openai.APIError as exc:
         status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
         return key_verdict("the provider", status, timed_out=isinstance(exc, openai.APITimeoutError))
