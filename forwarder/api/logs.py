@@ -158,7 +158,7 @@ KIND_NAMES: Final = (*KINDS, *KIND_ALIASES)
 MAX_KIND_NAME: Final = max(map(len, KIND_NAMES))
 # Group, finding, query and alert ids: 16 lowercase hex digits (a 64-bit hash).
 HEX_ID: Final = re.compile(r"[0-9a-f]{16}")
-LineIdParam = Annotated[int, QueryValue(parse_line_id, {"type": "string", "pattern": "^[0-9]{1,18}$"})]
+LineIdParam = Annotated[int, QueryValue(parse_line_id, {"type": "string", "pattern": "^[0-9]{1,19}$"})]
 TimeParam = Annotated[int, QueryValue(_time, {"type": "string", "format": "date-time"})]
 GroupParam = Annotated[int, QueryValue(_group, {"type": "string", "pattern": f"^{HEX_ID.pattern}$"})]
 KindsParam = Annotated[

@@ -93,3 +93,13 @@ def test_query_parameters_come_from_the_query_models() -> None:
 def test_no_text_of_the_document_points_at_the_specification_or_an_issue() -> None:
     found = [t for t in texts(DOC) if re.search(r"\bSPEC\b|\bissue \d+", t, re.IGNORECASE)]
     assert found == []
+
+
+def test_a_cursor_pattern_admits_every_line_id_the_server_does() -> None:
+    # The server takes ids up to 2**63 - 1 (19 digits) and answers `next_after` with them.
+    largest = str((1 << 63) - 1)
+    for path in DOC["paths"].values():
+        for op in path.values():
+            for p in op.get("parameters", []):
+                if p["name"] in ("before", "after"):
+                    assert re.fullmatch(p["schema"]["pattern"], largest), (p, largest)
