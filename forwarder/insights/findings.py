@@ -379,7 +379,15 @@ def fix_json(fix: Fix) -> dict[str, Any]:
     return out
 
 
+# Fixes stored before `database` existed: a table's fix that does not say its database would run in
+# the one the daemon's connection names (and its table may have been read wrong from a name with a
+# double quote): it is kept as a fix by hand.
+_TABLE_FIXES: Final = frozenset({"table-autovacuum"})
+
+
 def fix_from_json(raw: dict[str, Any]) -> Fix:
+    if "database" not in raw and raw["fix_id"] in _TABLE_FIXES:
+        return Fix(**{**raw, "statement": (), "manual": True})
     return Fix(**{**raw, "statement": tuple(SqlPart(**p) for p in raw["statement"])})
 
 

@@ -36,7 +36,9 @@ class Fix:
     `statement` is rendered to `sql` (what the API shows and what runs); `setting` names the
     server setting to `SHOW` before and after (None when the fix changes no setting, e.g. a
     per-table storage parameter); `applies_to` says what it changes ("server", "role app",
-    "database shop", "table public.vac").
+    "database shop", "table public.vac in database shop"); `database` is the database the statement
+    must run in (a table's), None when any database of the server will do (ALTER SYSTEM, ALTER
+    ROLE ... IN DATABASE, ALTER DATABASE change the whole server's catalogs).
     """
 
     fix_id: str
@@ -48,6 +50,7 @@ class Fix:
     setting: str | None = None
     # For a fix that can only be done by hand (a pooler): no statement; the label says what to do.
     manual: bool = False
+    database: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

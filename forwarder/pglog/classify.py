@@ -202,18 +202,48 @@ _SAFE_CHECKPOINT: Final = re.compile(
 # starting with one of the labels PostgreSQL 13-18 write (only an index's line names something).
 # A line with another start is not the server's: text a child process wrote to stderr (COPY TO
 # PROGRAM, archive_command) lands in the report's entry unprefixed.
+#
+# The first line names the table as "%s.%s.%s" (database, schema, table), the names printed as they
+# are, neither quoted nor escaped: `automatic vacuum of table "Shop.public.vac"tbl": index scans: 0`.
+# What follows the name is fixed and ends the line, so the name is everything between `of table "`
+# and that tail (a name with a line break in it is left to value removal): `": index scans: N` for
+# a vacuum; for an analyze the closing quote alone (PG14+), or PG12-13's `" system usage: ` and
+# pg_rusage_show's counters. An index's line reads the same way: `index "%s": pages: ...`.
+_RUSAGE: Final = r"CPU: user: \d+\.\d\d s, system: \d+\.\d\d s, elapsed: \d+\.\d\d s"
+_AUTOVACUUM_FIRST_LINE: Final = (
+    r'automatic (?:(?:aggressive )?vacuum (?:to prevent wraparound )?of table "([^\n]{1,300})": index scans: \d+'
+    rf'|(analyze) of table "([^\n]{{1,300}})"(?: system usage: {_RUSAGE})?)'
+)
+_AUTOVACUUM_RUN: Final = re.compile(_AUTOVACUUM_FIRST_LINE + r"(?=\n|\Z)").match
 _AUTOVACUUM_LABELS: Final = (
-    r"(?:pages|tuples|tuples missed|removable cutoff|new relfrozenxid|new relminmxid|frozen|visibility map"
+    r"(?:(?:pages|tuples|tuples missed|removable cutoff|new relfrozenxid|new relminmxid|frozen|visibility map"
     r"|index scan (?:not needed|needed|bypassed(?: by failsafe)?)|delay time|I/O [Tt]imings|avg read rate"
     r'|buffer usage|WAL usage|system usage|index "[^"\n]{1,300}"):'
+    r'|index "[^\n]{1,300}": pages: \d+ in total, \d+ newly deleted, \d+ currently deleted, \d+ reusable$)'
 )
 _SAFE_AUTOVACUUM_REPORT: Final = re.compile(
-    r'(?:automatic (?:aggressive )?vacuum (?:to prevent wraparound )?of table "[^"\n]{1,300}": index scans: \d+'
-    # PG12-13 write an analyze's system usage on its first line (analyze.c: "... \"%s.%s.%s\"
-    # system usage: %s"); PG14+ on a line of its own
-    rf'|automatic analyze of table "[^"\n]{{1,300}}"(?: system usage: {_REPORT})?)'
-    rf"(?:\n[ \t]*{_AUTOVACUUM_LABELS}{_REPORT})*"
+    # possessive: an index's line matches either index label, and a report that fails at its end
+    # must not try every way to read its lines
+    rf"{_AUTOVACUUM_FIRST_LINE}(?:\n[ \t]*+{_AUTOVACUUM_LABELS}{_REPORT})*+",
+    re.MULTILINE,
 ).fullmatch
+
+
+def autovacuum_run(message: str) -> tuple[str, str, int] | None:
+    """("vacuum" or "analyze", the table as the report names it, where the name's closing quote
+    is) of an autovacuum report's message; None when the message does not start with one's first
+    line.
+
+    The table is "database.schema.table" as PostgreSQL printed it: a dot or a double quote in a
+    name makes its parts ambiguous, the whole is not (its end is found from the fixed tail)."""
+    m = _AUTOVACUUM_RUN(message)
+    if m is None:
+        return None
+    if m.group(2) is not None:
+        return "analyze", m.group(3), m.end(3)
+    return "vacuum", m.group(1), m.end(1)
+
+
 _SAFE_AUTOVACUUM: Final = re.compile(
     r'canceling autovacuum task|skipping (?:vacuum|analyze) of "[^"\n]{1,300}" --- [\w ]{1,60}'
 ).fullmatch

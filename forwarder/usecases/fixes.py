@@ -2,10 +2,13 @@
 
 Only SQL rendered from the fix's own definition runs (forwarder/insights/fixsql.py), through the
 connection the operator declared in the config file (`[databases.connection]`, with
-`allow_fixes = true`); the API only names a finding and one of its fixes. The setting's value is
-read before and after, the latter on a new connection: ALTER SYSTEM followed by
-`pg_reload_conf()` changes what new sessions see. A fix that needs a server restart is never
-applied, and neither is one without SQL (done by hand): both say so with the SQL to run.
+`allow_fixes = true`); the API only names a finding and one of its fixes. A fix that names its
+database (`Fix.database`: a table's, from an autovacuum line) runs connected to that database, the
+connection's other parameters unchanged, and fails if the server has no such database; one that
+does not (ALTER SYSTEM, ALTER ROLE) runs in the connection's own. The setting's value is read
+before and after, the latter on a new connection: ALTER SYSTEM followed by `pg_reload_conf()`
+changes what new sessions see. A fix that needs a server restart is never applied, and neither is
+one without SQL (done by hand): both say so with the SQL to run.
 
 The password is read from its source at each use and handed to the driver only: it is never in a
 message, an audit record or the log. Errors name no DSN either.
@@ -112,9 +115,10 @@ class Connect(Protocol):
     """Opens a session; ServerError when it cannot."""
 
     def __call__(
-        self, connection: DatabaseConnectionConfig, password: str | None
+        self, connection: DatabaseConnectionConfig, password: str | None, *, database: str | None = None
     ) -> AbstractAsyncContextManager[Session]:
-        """A session closed when the block ends."""
+        """A session closed when the block ends, connected to `database` instead of the connection's
+        own when given (the server refuses an unknown one: never another database instead)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,12 +193,14 @@ async def apply_fix(ports: Ports, database: DatabaseConfig, finding_id: str, fix
     except ValueError as exc:
         raise Failed(f"the connection's password cannot be read: {exc}", ()) from None
 
+    # The audit names the database a fix ran in when it is not the connection's own.
+    where = {"database": fix.database} if fix.database is not None else {}
     ran: list[str] = []
     before = after = None
     pending = False
     reload = fix.needs == "reload"
     try:
-        async with ports.connect(connection, password) as session:
+        async with ports.connect(connection, password, database=fix.database) as session:
             if fix.setting is not None:
                 before, _ = await session.setting(fix.setting)
             await session.execute(sql)
@@ -203,16 +209,20 @@ async def apply_fix(ports: Ports, database: DatabaseConfig, finding_id: str, fix
                 await session.execute(RELOAD_SQL)
                 ran.append(RELOAD_SQL)
         if fix.setting is not None:
-            after, pending = await _after(ports.connect, connection, password, fix.setting, before, reload)
+            after, pending = await _after(
+                ports.connect, connection, password, fix.database, fix.setting, before, reload
+            )
     except ServerError as exc:
         message = _scrub(str(exc), password)
+        if fix.database is not None:
+            message = f"{message} (connected to database {fix.database!r}, the one the fix applies to)"
         if ran:
             await ports.audit.audit(
                 org=actor.org,
                 actor=actor.name,
                 action=FAILED,
                 target=database.id,
-                details={"finding_id": finding_id, "fix_id": fix_id, "sql": ran, "error": message},
+                details={"finding_id": finding_id, "fix_id": fix_id, **where, "sql": ran, "error": message},
             )
         raise Failed(message, tuple(ran)) from None
     await ports.audit.audit(
@@ -220,7 +230,7 @@ async def apply_fix(ports: Ports, database: DatabaseConfig, finding_id: str, fix
         actor=actor.name,
         action=APPLIED,
         target=database.id,
-        details={"finding_id": finding_id, "fix_id": fix_id, "sql": ran, "before": before, "after": after},
+        details={"finding_id": finding_id, "fix_id": fix_id, **where, "sql": ran, "before": before, "after": after},
     )
     log.info(
         "fix applied",
@@ -233,6 +243,7 @@ async def _after(
     connect: Connect,
     connection: DatabaseConnectionConfig,
     password: str | None,
+    database: str | None,
     setting: str,
     before: str | None,
     reloaded: bool,
@@ -242,7 +253,7 @@ async def _after(
     for attempt in range(AFTER_READS if reloaded else 1):
         if attempt:
             await asyncio.sleep(AFTER_READ_INTERVAL)
-        async with connect(connection, password) as session:
+        async with connect(connection, password, database=database) as session:
             value, pending = await session.setting(setting)
         if value != before or pending:
             break
@@ -300,14 +311,18 @@ async def _server_errors() -> AsyncIterator[None]:
 
 
 @asynccontextmanager
-async def asyncpg_connect(connection: DatabaseConnectionConfig, password: str | None) -> AsyncIterator[Session]:
-    """A Connect over asyncpg: every statement under the configured statement_timeout."""
+async def asyncpg_connect(
+    connection: DatabaseConnectionConfig, password: str | None, *, database: str | None = None
+) -> AsyncIterator[Session]:
+    """A Connect over asyncpg: every statement under the configured statement_timeout. asyncpg's
+    own `database` argument overrides the DSN's (its path, `?dbname=`, a service's), nothing else."""
     import asyncpg  # only the fixes need a driver: the daemon starts without loading it
 
     async with _server_errors():
         conn = await asyncpg.connect(
             connection.dsn,
             password=password,
+            database=database,
             timeout=connection.connect_timeout_seconds,
             command_timeout=connection.statement_timeout_seconds + connection.connect_timeout_seconds,
             server_settings={

@@ -1,6 +1,7 @@
 """Applying a fix against a real PostgreSQL 15: ALTER SYSTEM runs through the operator's connection
 (scram over TCP, the password from a file), `SHOW` changes, the audit record is written; without
-allow_fixes the answer is 409 with the SQL, and a read-only key gets 403."""
+allow_fixes the answer is 409 with the SQL, and a read-only key gets 403. A table's fix runs in the
+database its log line names, never in the connection's."""
 
 from __future__ import annotations
 
@@ -17,11 +18,17 @@ from forwarder.app import Daemon
 from forwarder.clock import FakeClock
 from forwarder.config import config_from_dict
 from forwarder.insights.fixsql import quote_identifier, quote_literal
+from forwarder.insights.rules.autovacuum import Autovacuum, table_fix
 from forwarder.usecases.fixes import APPLICATION_NAME
 from tests.pgcluster import PgCluster, PgClusterFactory
 from tests.unit.api.findings import FINDING, OneFinding
+from tests.unit.insights.rules import pg15_lines as PG
+from tests.unit.insights.rules.rulekit import docs, evaluate, observe
 
 PASSWORD = "sc'ram\\pw-for-fixes"
+RELOPTIONS = (
+    "SELECT coalesce(array_to_string(reloptions, ','), '') FROM pg_class WHERE oid = 'public.\"select\"'::regclass"
+)
 BODY = {"finding_id": FINDING.id, "fix_id": "raise_max_wal_size"}
 
 
@@ -165,3 +172,51 @@ async def test_quoted_values_read_back_as_themselves_in_postgresql(env: Env, con
             assert list(row.keys())[1] == value
     finally:
         await conn.close()
+
+
+async def test_a_table_fix_runs_in_the_database_its_log_line_names_not_the_connections(env: Env) -> None:
+    # The connection's DSN names `postgres`; both databases have a table public."select". The
+    # finding comes from PostgreSQL 15's own report of Shop.public.select (tests/unit/insights).
+    env.cluster.psql('CREATE DATABASE "Shop";')
+    for db in ("postgres", "Shop"):
+        env.cluster.psql('CREATE TABLE public."select" (id int);', db=db)
+    (report,) = [
+        d
+        for d in docs(PG.AUTOVACUUM_HOSTILE.replace("elapsed: 0.00 s", "elapsed: 75.00 s"))
+        if d["message"].startswith('automatic vacuum of table "Shop.public.select": ')
+    ]
+    draft = evaluate(Autovacuum(), observe(Autovacuum(), [report]), "Shop.public.select")
+    assert draft is not None
+    finding = replace(FINDING, rule="autovacuum", subject="Shop.public.select", fixes=draft.fixes)
+    assert env.daemon._ctx is not None
+    env.daemon._ctx.findings = _Both(OneFinding(finding), OneFinding(replace(finding, database_id="locked")))
+
+    headers = {"Authorization": f"Bearer {env.read_write}"}
+    body = {"finding_id": FINDING.id, "fix_id": "table-autovacuum"}
+    async with env.session.post(f"{env.base}/v1/databases/main/fixes", json=body, headers=headers) as resp:
+        status, answer = resp.status, await resp.json()
+
+    assert status == 200, answer
+    assert env.cluster.query(RELOPTIONS, db="Shop") == (
+        "autovacuum_vacuum_scale_factor=0.02,autovacuum_vacuum_cost_limit=1000"
+    )
+    assert env.cluster.query(RELOPTIONS, db="postgres") == ""
+    (record,) = await env.daemon.store.audit_records()
+    assert isinstance(record["details"], dict) and record["details"]["database"] == "Shop"
+
+
+async def test_a_table_fix_for_a_database_the_server_lacks_fails_and_changes_nothing(env: Env) -> None:
+    env.cluster.psql('CREATE TABLE public."select" (id int);')
+    fix = table_fix("Gone", "public", "select")
+    finding = replace(FINDING, rule="autovacuum", subject="Gone.public.select", fixes=(fix,))
+    assert env.daemon._ctx is not None
+    env.daemon._ctx.findings = _Both(OneFinding(finding), OneFinding(replace(finding, database_id="locked")))
+
+    headers = {"Authorization": f"Bearer {env.read_write}"}
+    body = {"finding_id": FINDING.id, "fix_id": "table-autovacuum"}
+    async with env.session.post(f"{env.base}/v1/databases/main/fixes", json=body, headers=headers) as resp:
+        status, answer = resp.status, await resp.json()
+
+    assert (status, answer["error"]["code"]) == (502, "fix_failed")
+    assert 'database "Gone" does not exist' in answer["error"]["message"]
+    assert env.cluster.query(RELOPTIONS) == ""

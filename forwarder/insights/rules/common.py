@@ -17,8 +17,12 @@ MINUTE_US: Final = 60 * SECOND_US
 HOUR_US: Final = 60 * MINUTE_US
 
 # A relation named by a CONTEXT line: `while updating tuple (0,1) in relation "accounts"` and the
-# other forms of heapam.c/nbtinsert.c (XLTW_Oper texts in lmgr.c).
-_RELATION: Final = re.compile(r'relation "([^"\n]{1,300})"')
+# other forms of heapam.c/nbtinsert.c (XactLockTableWaitErrorCb's XLTW_Oper texts in lmgr.c:
+# "while <fixed words> (%u,%u)[ of tuple] in relation \"%s\""). The name is printed as it is,
+# neither escaped nor quoted again (`in relation "Tab"le; --"`), and ends the line: it is all between
+# the line's first double quote (the words before it have none) and its last. A line of another
+# shape (a function's SQL statement in a longer CONTEXT) names nothing here.
+_RELATION: Final = re.compile(r'^[ \t]*while [\w (),]{1,120} in relation "([^\n]{1,300})"$', re.MULTILINE)
 # The blocking process of a lock wait's DETAIL (proc.c): "Process holding the lock: 123. Wait queue: ..."
 # or "Processes holding the lock: 123, 456. Wait queue: ...".
 _HOLDERS: Final = re.compile(r"Process(?:es)? holding the lock: ([\d, ]+)\.")

@@ -420,6 +420,29 @@ SAFE_CASES = [
     ),
     # text a child process wrote to stderr, unprefixed, inside the report's entry
     ('automatic vacuum of table "a.b.c": index scans: 0\npages: 0 removed, 1 remain\ndebug: John Smith 4111', False),
+    # PostgreSQL prints names as they are: a double quote inside one does not end it (PG15 texts);
+    # the name is all up to the fixed tail that ends the first line, and the rest is the template
+    (
+        'automatic vacuum of table "Shop.public.vac"tbl": index scans: 1\n\tpages: 0 removed, 1 remain, 1 scanned'
+        ' (100.00% of total)\n\tindex "vac"tbl_pkey": pages: 2 in total, 0 newly deleted, 0 currently deleted,'
+        " 0 reusable\n\tsystem usage: CPU: user: 0.00 s, system: 0.00 s, elapsed: 0.00 s",
+        True,
+    ),
+    (
+        'automatic analyze of table "we\'ird "db"; $$ x.public.vac"tbl"\n\tbuffer usage: 188 hits, 0 misses,'
+        " 4 dirtied\n\tsystem usage: CPU: user: 0.00 s, system: 0.00 s, elapsed: 0.00 s",
+        True,
+    ),
+    ('automatic analyze of table "a"b.c.d" system usage: CPU: user: 0.01 s, system: 0.00 s, elapsed: 0.03 s', True),
+    # ... but never more than the name: text after the tail, a tail of another shape, an index
+    # line whose counters are not the template's
+    ('automatic vacuum of table "a"b.c.d": index scans: 0 \'secret\'', False),
+    ('automatic vacuum of table "a"b.c.d": index scans: 0\nsecret \'x\'', False),
+    ('automatic vacuum of table "a"b.c.d": index scans: x \'secret\'', False),
+    ('automatic analyze of table "a"b.c.d" system usage: John Smith\'s card', False),
+    ('automatic analyze of table "a"b.c.d"\nsecret \'x\'', False),
+    ('automatic vacuum of table "a.b.c": index scans: 0\n\tindex "i"x": pages: card 4111 of John', False),
+    ('automatic vacuum of table "a.b.c": index scans: 0\n\tindex "i"x": pages: 2 in total, 0 newly deleted', False),
 ]
 
 
@@ -436,6 +459,26 @@ def test_a_report_is_the_servers_only_at_log_without_sqlstate(severity: str, sql
     message = "checkpoint complete: wrote 3 buffers (0.0%); 0 WAL file(s) added"
     assert classify("LOG", message, None).safe is True
     assert classify(severity, message, sqlstate).safe is False
+
+
+def test_an_autovacuum_report_naming_a_quoted_name_is_the_servers_only_from_a_background_process() -> None:
+    # A session's RAISE LOG of the same words has a user and database (and a CONTEXT): value removal
+    report = (
+        'automatic vacuum of table "Shop.public.vac"tbl": index scans: 0\n'
+        "\tsystem usage: CPU: user: 0.00 s, system: 0.00 s, elapsed: 0.00 s"
+    )
+    worker = one(f"{T0} [7] @/ LOG:  {report}\n")
+    session = one(f"{T0} [8] app@shop/psql LOG:  {report}\n")
+    kept = report.replace("\n\t", "\n")  # a continuation line's TAB is the log's, not the message's
+    assert (worker.kind, worker.message, worker.redacted) == ("autovacuum", kept, False)
+    assert (session.kind, session.redacted) == ("autovacuum", True) and session.message != kept
+
+
+def test_many_index_lines_of_a_report_that_is_not_safe_fail_fast() -> None:
+    # an index line reads as either index label: no trying every way to read them all
+    index = '\n\tindex "i": pages: 2 in total, 0 newly deleted, 0 currently deleted, 0 reusable'
+    message = 'automatic vacuum of table "a.b.c": index scans: 1' + index * 5000 + "\n'"
+    assert classify("LOG", message, None).safe is False
 
 
 def test_a_long_report_that_is_not_safe_fails_fast() -> None:

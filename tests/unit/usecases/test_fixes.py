@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from forwarder.config import DatabaseConfig, DatabaseConnectionConfig
-from forwarder.insights.model import Evidence, Finding, Fix, Needs
+from forwarder.insights.model import Evidence, Finding, Fix, Needs, SqlPart
 from forwarder.usecases import fixes as cases
 from forwarder.usecases.destinations import Actor
 from tests.unit.api.findings import WAL_FIX
@@ -71,8 +71,11 @@ class FakeServer:
     passwords: list[str | None] = field(default_factory=list)
     fail_on: str | None = None
     sessions: int = 0
+    databases: list[str | None] = field(default_factory=list)
 
-    def connect(self, connection: DatabaseConnectionConfig, password: str | None) -> Any:
+    def connect(
+        self, connection: DatabaseConnectionConfig, password: str | None, *, database: str | None = None
+    ) -> Any:
         server = self
 
         class Session:
@@ -93,6 +96,7 @@ class FakeServer:
         @asynccontextmanager
         async def session() -> AsyncIterator[Session]:
             server.passwords.append(password)
+            server.databases.append(database)
             server.sessions += 1
             yield Session()
 
@@ -210,3 +214,49 @@ async def test_a_failure_after_the_fix_ran_is_audited_with_what_ran() -> None:
     assert caught.value.sql == ("ALTER SYSTEM SET max_wal_size = '4GB'",)
     assert [r["action"] for r in audit.records] == ["fixes.failed"]
     assert audit.records[0]["details"]["sql"] == ["ALTER SYSTEM SET max_wal_size = '4GB'"]
+
+
+TABLE_FIX = Fix(
+    fix_id="table-autovacuum",
+    label="Vacuum public.select earlier and faster (per-table autovacuum settings)",
+    statement=(
+        SqlPart(text="ALTER TABLE "),
+        SqlPart(identifier="public"),
+        SqlPart(text="."),
+        SqlPart(identifier="select"),
+        SqlPart(text=" SET (autovacuum_vacuum_scale_factor = 0.02)"),
+    ),
+    risk="low",
+    applies_to="table public.select in database Shop",
+    database="Shop",
+)
+
+
+async def test_a_fix_that_names_its_database_runs_connected_to_that_database() -> None:
+    # The connection's DSN names `postgres`; the autovacuum line named Shop.public.select.
+    findings, audit, server = FakeFindings({("main", "f1"): _finding(TABLE_FIX)}), FakeAudit(), FakeServer()
+
+    done = await cases.apply_fix(_ports(findings, audit, server), _database(ALLOWED), "f1", "table-autovacuum", ACTOR)
+
+    assert server.databases == ["Shop"]
+    assert server.statements == ['ALTER TABLE "public"."select" SET (autovacuum_vacuum_scale_factor = 0.02)']
+    assert done.sql == tuple(server.statements)
+    assert audit.records[0]["details"]["database"] == "Shop"
+
+
+async def test_a_server_wide_fix_runs_in_the_connections_own_database() -> None:
+    findings, audit, server = FakeFindings({("main", "f1"): _finding(WAL_FIX)}), FakeAudit(), FakeServer()
+
+    await cases.apply_fix(_ports(findings, audit, server), _database(ALLOWED), "f1", "raise_max_wal_size", ACTOR)
+
+    assert server.databases == [None, None] and "database" not in audit.records[0]["details"]
+
+
+async def test_a_fix_whose_database_the_server_refuses_fails_naming_it() -> None:
+    findings, audit, server = FakeFindings({("main", "f1"): _finding(TABLE_FIX)}), FakeAudit(), FakeServer()
+    server.fail_on = "ALTER TABLE"
+
+    with pytest.raises(cases.Failed) as caught:
+        await cases.apply_fix(_ports(findings, audit, server), _database(ALLOWED), "f1", "table-autovacuum", ACTOR)
+
+    assert "database 'Shop'" in caught.value.message and server.statements == []

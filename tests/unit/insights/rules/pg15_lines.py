@@ -142,3 +142,131 @@ WRAPAROUND = """\
 PANIC = """\
 2026-11-23 21:15:21.000 UTC [26364] PANIC:  could not write to file "pg_wal/xlogtemp.26364": No space left on device
 """
+
+
+# Names PostgreSQL prints as they are, unquoted and unescaped (vacuumlazy.c/analyze.c "%s.%s.%s",
+# lmgr.c `relation "%s"`): captured the same way from databases `Shop` and `we'ird "db"; $$ x`, each
+# with tables `vac"tbl`, `select`, `my.table` (and `Tab"le; --` in Shop, deadlocked), with
+# autovacuum_naptime = 1s and zero thresholds.
+AUTOVACUUM_HOSTILE = """\
+2026-11-25 09:40:34.891 UTC [5477] LOG:  automatic vacuum of table "Shop.public.vac"tbl": index scans: 1
+	pages: 0 removed, 1 remain, 1 scanned (100.00% of total)
+	tuples: 49 removed, 51 remain, 0 are dead but not yet removable
+	removable cutoff: 746, which was 13 XIDs old when operation ended
+	new relfrozenxid: 727, which is 1 XIDs ahead of previous value
+	index scan needed: 1 pages from table (100.00% of total) had 49 dead item identifiers removed
+	index "vac"tbl_pkey": pages: 2 in total, 0 newly deleted, 0 currently deleted, 0 reusable
+	avg read rate: 35.351 MB/s, avg write rate: 35.351 MB/s
+	buffer usage: 52 hits, 4 misses, 4 dirtied
+	WAL usage: 6 records, 1 full page images, 9078 bytes
+	system usage: CPU: user: 0.00 s, system: 0.00 s, elapsed: 0.00 s
+2026-11-25 09:40:34.895 UTC [5477] LOG:  automatic analyze of table "Shop.public.vac"tbl"
+	avg read rate: 23.438 MB/s, avg write rate: 9.766 MB/s
+	buffer usage: 176 hits, 12 misses, 5 dirtied
+	system usage: CPU: user: 0.00 s, system: 0.00 s, elapsed: 0.00 s
+2026-11-25 09:40:34.641 UTC [5476] LOG:  automatic vacuum of table "we'ird "db"; $$ x.public.vac"tbl": index scans: 1
+	pages: 0 removed, 1 remain, 1 scanned (100.00% of total)
+	tuples: 49 removed, 51 remain, 0 are dead but not yet removable
+	removable cutoff: 751, which was 0 XIDs old when operation ended
+	new relfrozenxid: 736, which is 1 XIDs ahead of previous value
+	index scan needed: 1 pages from table (100.00% of total) had 49 dead item identifiers removed
+	index "vac"tbl_pkey": pages: 2 in total, 0 newly deleted, 0 currently deleted, 0 reusable
+	avg read rate: 27.852 MB/s, avg write rate: 27.852 MB/s
+	buffer usage: 52 hits, 4 misses, 4 dirtied
+	WAL usage: 6 records, 1 full page images, 9078 bytes
+	system usage: CPU: user: 0.00 s, system: 0.00 s, elapsed: 0.00 s
+2026-11-25 09:40:34.646 UTC [5476] LOG:  automatic vacuum of table "we'ird "db"; $$ x.public.select": index scans: 0
+	pages: 1 removed, 0 remain, 1 scanned (100.00% of total)
+	tuples: 100 removed, 0 remain, 0 are dead but not yet removable
+	removable cutoff: 752, which was 1 XIDs old when operation ended
+	new relfrozenxid: 752, which is 14 XIDs ahead of previous value
+	index scan not needed: 1 pages from table (100.00% of total) had 100 dead item identifiers removed
+	avg read rate: 45.224 MB/s, avg write rate: 45.224 MB/s
+	buffer usage: 15 hits, 4 misses, 4 dirtied
+	WAL usage: 6 records, 1 full page images, 9034 bytes
+	system usage: CPU: user: 0.00 s, system: 0.00 s, elapsed: 0.00 s
+2026-11-25 09:40:34.896 UTC [5477] LOG:  automatic vacuum of table "Shop.public.select": index scans: 0
+	pages: 1 removed, 0 remain, 1 scanned (100.00% of total)
+	tuples: 100 removed, 0 remain, 0 are dead but not yet removable
+	removable cutoff: 746, which was 15 XIDs old when operation ended
+	new relfrozenxid: 746, which is 17 XIDs ahead of previous value
+	index scan not needed: 1 pages from table (100.00% of total) had 100 dead item identifiers removed
+	avg read rate: 46.572 MB/s, avg write rate: 46.572 MB/s
+	buffer usage: 15 hits, 4 misses, 4 dirtied
+	WAL usage: 6 records, 1 full page images, 9034 bytes
+	system usage: CPU: user: 0.00 s, system: 0.00 s, elapsed: 0.00 s
+2026-11-25 09:40:34.896 UTC [5477] LOG:  automatic analyze of table "Shop.public.select"
+	avg read rate: 0.000 MB/s, avg write rate: 0.000 MB/s
+	buffer usage: 6 hits, 0 misses, 0 dirtied
+	system usage: CPU: user: 0.00 s, system: 0.00 s, elapsed: 0.00 s
+2026-11-25 09:40:34.896 UTC [5477] LOG:  automatic vacuum of table "Shop.public.my.table": index scans: 0
+	pages: 1 removed, 0 remain, 1 scanned (100.00% of total)
+	tuples: 100 removed, 0 remain, 0 are dead but not yet removable
+	removable cutoff: 746, which was 16 XIDs old when operation ended
+	new relfrozenxid: 746, which is 14 XIDs ahead of previous value
+	index scan not needed: 1 pages from table (100.00% of total) had 100 dead item identifiers removed
+	avg read rate: 72.171 MB/s, avg write rate: 72.171 MB/s
+	buffer usage: 15 hits, 4 misses, 4 dirtied
+	WAL usage: 6 records, 1 full page images, 9034 bytes
+	system usage: CPU: user: 0.00 s, system: 0.00 s, elapsed: 0.00 s
+2026-11-25 09:40:35.991 UTC [5499] LOG:  automatic vacuum of table "Shop.pg_catalog.pg_statistic": index scans: 1
+	pages: 0 removed, 26 remain, 26 scanned (100.00% of total)
+	tuples: 145 removed, 408 remain, 0 are dead but not yet removable
+	removable cutoff: 788, which was 0 XIDs old when operation ended
+	new relfrozenxid: 759, which is 43 XIDs ahead of previous value
+	index scan needed: 9 pages from table (34.62% of total) had 144 dead item identifiers removed
+	index "pg_statistic_relid_att_inh_index": pages: 5 in total, 0 newly deleted, 0 currently deleted, 0 reusable
+	avg read rate: 102.291 MB/s, avg write rate: 0.000 MB/s
+	buffer usage: 94 hits, 8 misses, 0 dirtied
+	WAL usage: 40 records, 0 full page images, 3581 bytes
+	system usage: CPU: user: 0.00 s, system: 0.00 s, elapsed: 0.00 s
+2026-11-25 09:40:35.995 UTC [5499] LOG:  automatic vacuum of table "Shop.pg_toast.pg_toast_2619": index scans: 1
+	pages: 0 removed, 3 remain, 3 scanned (100.00% of total)
+	tuples: 2 removed, 14 remain, 0 are dead but not yet removable
+	removable cutoff: 789, which was 0 XIDs old when operation ended
+	new relfrozenxid: 764, which is 48 XIDs ahead of previous value
+	index scan needed: 1 pages from table (33.33% of total) had 2 dead item identifiers removed
+	index "pg_toast_2619_index": pages: 2 in total, 0 newly deleted, 0 currently deleted, 0 reusable
+	avg read rate: 73.703 MB/s, avg write rate: 147.406 MB/s
+	buffer usage: 45 hits, 1 misses, 2 dirtied
+	WAL usage: 7 records, 0 full page images, 658 bytes
+	system usage: CPU: user: 0.00 s, system: 0.00 s, elapsed: 0.00 s
+2026-11-25 09:40:35.193 UTC [5478] LOG:  automatic aggressive vacuum of table "template1.information_schema.sql_sizing": index scans: 0
+	pages: 0 removed, 1 remain, 1 scanned (100.00% of total)
+	tuples: 0 removed, 23 remain, 0 are dead but not yet removable
+	removable cutoff: 787, which was 0 XIDs old when operation ended
+	new relfrozenxid: 787, which is 71 XIDs ahead of previous value
+	index scan not needed: 0 pages from table (0.00% of total) had 0 dead item identifiers removed
+	avg read rate: 0.000 MB/s, avg write rate: 162.760 MB/s
+	buffer usage: 17 hits, 0 misses, 1 dirtied
+	WAL usage: 1 records, 1 full page images, 7869 bytes
+	system usage: CPU: user: 0.00 s, system: 0.00 s, elapsed: 0.00 s
+2026-11-25 09:40:35.992 UTC [5499] LOG:  automatic vacuum of table "Shop.public.Tab"le; --": index scans: 0
+	pages: 0 removed, 1 remain, 1 scanned (100.00% of total)
+	tuples: 3 removed, 2 remain, 0 are dead but not yet removable
+	removable cutoff: 788, which was 0 XIDs old when operation ended
+	new relfrozenxid: 746, which is 2 XIDs ahead of previous value
+	index scan not needed: 0 pages from table (0.00% of total) had 0 dead item identifiers removed
+	avg read rate: 47.565 MB/s, avg write rate: 47.565 MB/s
+	buffer usage: 26 hits, 4 misses, 4 dirtied
+	WAL usage: 3 records, 1 full page images, 8508 bytes
+	system usage: CPU: user: 0.00 s, system: 0.00 s, elapsed: 0.00 s
+"""  # noqa: E501 - real log lines
+
+LOCK_WAIT_QUOTED = """\
+2026-11-25 09:40:34.245 UTC [5457] postgres@Shop/a [local] 00000 LOG:  process 5457 still waiting for ShareLock on transaction 747 after 200.154 ms
+2026-11-25 09:40:34.245 UTC [5457] postgres@Shop/a [local] 00000 DETAIL:  Process holding the lock: 5458. Wait queue: 5457.
+2026-11-25 09:40:34.245 UTC [5457] postgres@Shop/a [local] 00000 CONTEXT:  while updating tuple (0,2) in relation "Tab"le; --"
+2026-11-25 09:40:34.245 UTC [5457] postgres@Shop/a [local] 00000 STATEMENT:  UPDATE "Tab""le; --" SET n=2 WHERE id=2;
+"""  # noqa: E501 - real log lines
+
+DEADLOCK_QUOTED = """\
+2026-11-25 09:40:34.746 UTC [5458] postgres@Shop/b [local] 40P01 ERROR:  deadlock detected
+2026-11-25 09:40:34.746 UTC [5458] postgres@Shop/b [local] 40P01 DETAIL:  Process 5458 waits for ShareLock on transaction 746; blocked by process 5457.
+	Process 5457 waits for ShareLock on transaction 747; blocked by process 5458.
+	Process 5458: UPDATE "Tab""le; --" SET n=2 WHERE id=1;
+	Process 5457: UPDATE "Tab""le; --" SET n=2 WHERE id=2;
+2026-11-25 09:40:34.746 UTC [5458] postgres@Shop/b [local] 40P01 HINT:  See server log for query details.
+2026-11-25 09:40:34.746 UTC [5458] postgres@Shop/b [local] 40P01 CONTEXT:  while updating tuple (0,1) in relation "Tab"le; --"
+2026-11-25 09:40:34.746 UTC [5458] postgres@Shop/b [local] 40P01 STATEMENT:  UPDATE "Tab""le; --" SET n=2 WHERE id=1;
+"""  # noqa: E501 - real log lines

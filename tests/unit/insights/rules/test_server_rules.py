@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 
+from forwarder.insights.fixsql import render
+from forwarder.insights.model import FindingDraft
 from forwarder.insights.rules import RULES
 from forwarder.insights.rules.autovacuum import LONG_RUN_SECONDS, REPEATED_RUNS, Autovacuum
 from forwarder.insights.rules.crashes import Crashes
@@ -62,6 +64,7 @@ def test_autovacuum_fix_sets_per_table_parameters_on_the_logged_table() -> None:
     assert draft.evidence.facts["longest_seconds"] == 75.2
     (fix,) = draft.fixes
     assert (fix.setting, fix.needs, fix.applies_to) == (None, "none", "table public.vac in database shop")
+    assert fix.database == "shop"  # where it must run: the line's database, not the connection's
     shape = sql_shape(draft, "table-autovacuum")
     assert shape[:4] == [("text", "ALTER TABLE "), ("identifier", "public"), ("text", "."), ("identifier", "vac")]
     assert shape[4][0] == "text" and "autovacuum_vacuum_scale_factor = 0.02" in shape[4][1]
@@ -73,7 +76,93 @@ def test_a_table_name_with_a_dot_gets_no_sql_from_a_guess() -> None:
     )
     observed = observe(Autovacuum(), docs(text))
     draft = evaluate(Autovacuum(), observed, "shop.public.my.table")
+    assert draft is not None
+    (fix,) = draft.fixes
+    assert (fix.manual, fix.statement, fix.database) == (True, (), None)
+
+
+# Real PostgreSQL 15 reports of tables in databases `Shop` and `we'ird "db"; $$ x`: the names are
+# printed as they are, so a double quote in one does not end the name.
+HOSTILE_TABLES = [
+    'Shop.public.vac"tbl',
+    'Shop.public.vac"tbl',
+    'we\'ird "db"; $$ x.public.vac"tbl',
+    'we\'ird "db"; $$ x.public.select',
+    "Shop.public.select",
+    "Shop.public.select",
+    "Shop.public.my.table",
+    "Shop.pg_catalog.pg_statistic",
+    "Shop.pg_toast.pg_toast_2619",
+    "template1.information_schema.sql_sizing",
+    'Shop.public.Tab"le; --',
+]
+
+
+@pytest.mark.parametrize("full_text", [False, True])
+def test_a_double_quote_in_a_name_does_not_end_it_and_tables_never_merge(full_text: bool) -> None:
+    # with value removal on (the default) the reports are kept whole too: they hold server facts only
+    observed = observe(Autovacuum(), docs(PG.AUTOVACUUM_HOSTILE, full_text=full_text))
+    assert [o.subject for o in observed] == HOSTILE_TABLES
+    assert [(o.sample or {})["run"] for o in observed[:2]] == ["vacuum", "analyze"]
+
+
+def _long_runs(table: str) -> FindingDraft | None:
+    (vacuum,) = [
+        d
+        for d in docs(PG.AUTOVACUUM_HOSTILE.replace("elapsed: 0.00 s", "elapsed: 75.00 s"))
+        if f' of table "{table}": index scans: ' in d["message"].split("\n")[0]
+    ]
+    return evaluate(Autovacuum(), observe(Autovacuum(), [vacuum]), table)
+
+
+@pytest.mark.parametrize(
+    "table", ['Shop.public.vac"tbl', 'we\'ird "db"; $$ x.public.vac"tbl', 'we\'ird "db"; $$ x.public.select']
+)
+def test_a_name_with_a_double_quote_gets_no_sql_fix_and_the_finding_names_the_whole_table(table: str) -> None:
+    draft = _long_runs(table)
+    assert draft is not None
+    assert draft.title == f"Autovacuum runs long on {table}"
+    assert draft.evidence.facts["table"] == table
+    (fix,) = draft.fixes
+    assert (fix.manual, fix.statement, fix.database) == (True, (), None)
+
+
+def test_the_sql_fix_names_the_database_it_must_run_in() -> None:
+    draft = _long_runs("Shop.public.select")
+    assert draft is not None
+    (fix,) = draft.fixes
+    assert (fix.database, fix.applies_to) == ("Shop", "table public.select in database Shop")
+    assert render(fix.statement) == (
+        'ALTER TABLE "public"."select" SET (autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_cost_limit = 1000)'
+    )
+
+
+@pytest.mark.parametrize(
+    "table", ["Shop.pg_catalog.pg_statistic", "Shop.pg_toast.pg_toast_2619", "template1.information_schema.sql_sizing"]
+)
+def test_a_system_table_gets_no_fix(table: str) -> None:
+    # ALTER TABLE pg_catalog.pg_statistic SET (...) fails: "permission denied: ... is a system catalog"
+    draft = _long_runs(table)
     assert draft is not None and draft.fixes == ()
+    assert "system table" in draft.summary
+
+
+def test_a_pg13_analyze_has_its_elapsed_time_on_its_first_line() -> None:
+    # analyze.c of PostgreSQL 12-13: "automatic analyze of table \"%s.%s.%s\" system usage: %s"
+    (doc,) = docs(
+        '2026-11-23 21:15:13.534 UTC [26329] LOG:  automatic analyze of table "shop.public.big" system usage:'
+        " CPU: user: 0.02 s, system: 0.00 s, elapsed: 61.50 s\n"
+    )
+    assert [(o.subject, o.value) for o in observe(Autovacuum(), [doc])] == [("shop.public.big", 61.5)]
+
+
+def test_the_elapsed_time_is_read_after_the_name() -> None:
+    text = PG.AUTOVACUUM_HOSTILE.replace('"Shop.public.select"', '"Shop.public.elapsed: 9999.00 s"')
+    observed = observe(Autovacuum(), docs(text))
+    assert [(o.subject, o.value) for o in observed if "9999" in o.subject] == [
+        ("Shop.public.elapsed: 9999.00 s", 0.0),
+        ("Shop.public.elapsed: 9999.00 s", 0.0),
+    ]
 
 
 # --- wraparound
