@@ -36,8 +36,9 @@ What the scrubber does, token by token (PostgreSQL's lexer rules, src/backend/pa
 Whitespace is kept as it is. `changed` is true when anything was replaced or removed.
 
 **Fingerprint** (the future query id, `LogLine.fingerprint`, 16 hex digits): a 64-bit BLAKE2b
-hash of the normalized text, with lists of parameters collapsed, so that statements differing
-only in literal values or in the length of an IN list share it (what libpg_query's fingerprint
+hash of the normalized text, with lists of parameters collapsed and layout folded (whitespace,
+the case of keywords and unquoted names, a final semicolon), so that statements differing only in
+literal values, the length of an IN list or their layout share it (what libpg_query's fingerprint
 ignores too; see `fingerprint`). Not `pgparse.fingerprint`: it parses the statement a second
 time (~6 µs), and a log of many distinct query shapes (the benchmark's mix has ~50,000 in 100,000
 statements) then loses ~12% of its parse rate, cache or not; nor is libpg_query given statements
@@ -47,6 +48,7 @@ it may crash on (see `_MAX_PARSE`) a second time.
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Callable
 from typing import Final
 
@@ -469,6 +471,11 @@ def setting_values_removed(sql: str) -> str:
 
 # A parameter, or a list of them: `IN ($1, $2, $3)` and `IN ($4, $5)` have one shape.
 _PARAMS: Final = re.compile(r"\$\d+(?:\s*,\s*\$\d+)*")
+# A double-quoted name (`""` inside it is a quote), or the rest of the text after an opening quote.
+_QUOTED_NAME: Final = re.compile(r'("(?:[^"]|"")*"?)')
+# PostgreSQL folds only A-Z of an unquoted name (scansup.c, downcase_identifier): `Größe` and
+# `größe` are two names to it in UTF-8.
+_ASCII_LOWER: Final = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 
 def fingerprint(normalized: str) -> str:
@@ -477,11 +484,30 @@ def fingerprint(normalized: str) -> str:
     BLAKE2b-64 of the normalized text with every parameter and list of parameters written as
     `$`, so that the length of a list (and the numbering it shifts) does not matter: statements
     that differ only in literal values or in the length of their lists share it, `IN ($1)` and
-    `IN ($1, $2, $3)` alike (as pg_stat_statements merges IN lists since PostgreSQL 18).
+    `IN ($1, $2, $3)` alike (as pg_stat_statements merges IN lists since PostgreSQL 18). Nor does
+    layout: runs of whitespace, the case of keywords and unquoted names, a final semicolon
+    (`layout_free`; pg_stat_statements hashes the parse tree, pgBadger the text so folded).
     """
     if "$" in normalized:
         normalized = _PARAMS.sub("$", normalized)
-    return _hash(normalized)
+    return _hash(layout_free(normalized))
+
+
+def layout_free(normalized: str) -> str:
+    """`normalized` without what does not change a statement: whitespace runs as one space, A-Z
+    outside double-quoted names in lower case, final semicolons gone. (Comments and literals are
+    gone already; a quoted name is kept as it is, spaces and case included.)"""
+    if '"' in normalized:
+        parts = _QUOTED_NAME.split(normalized)
+        text = "".join(part if i % 2 else _folded(part) for i, part in enumerate(parts))
+    else:
+        text = _folded(normalized)
+    return text.rstrip("; ")
+
+
+def _folded(text: str) -> str:
+    joined = " ".join(text.split())
+    return joined.lower() if joined.isascii() else joined.translate(_ASCII_LOWER)
 
 
 def _hash(text: str) -> str:

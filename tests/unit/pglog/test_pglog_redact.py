@@ -121,6 +121,26 @@ def test_fingerprint_ignores_values_and_in_list_lengths() -> None:
     assert fingerprint(a[0]) == a[2]
 
 
+def test_fingerprint_ignores_layout_but_not_quoted_names() -> None:
+    # psql users type the same query many ways; pg_stat_statements (the parse tree) and pgBadger
+    # (the text lower-cased, whitespace collapsed) count them as one.
+    same = [
+        "SELECT name FROM qt WHERE id = 1;",
+        "SELECT name FROM qt WHERE id = 2",
+        "select name from QT where ID = 3 ;",
+        "SELECT  name\n  FROM qt\tWHERE id = 4",
+        "SELECT name FROM qt /* c1 */ WHERE id = 5",
+        "SELECT name FROM qt -- c2\nWHERE id = 6;;",
+    ]
+    assert len({normalize_statement(sql)[2] for sql in same}) == 1
+    # a quoted name keeps its case and its spaces; a letter that is not A-Z keeps its case too
+    # (PostgreSQL folds only A-Z of an unquoted name)
+    quoted = ['SELECT * FROM "QT"', 'SELECT * FROM "qt"', 'SELECT * FROM "q  t"', 'SELECT * FROM "q t"']
+    assert len({normalize_statement(sql)[2] for sql in quoted}) == 4
+    assert normalize_statement("SELECT * FROM Größe")[2] != normalize_statement("SELECT * FROM GRÖSSE")[2]
+    assert normalize_statement("SELECT * FROM Größe")[2] == normalize_statement("SELECT * FROM größe")[2]
+
+
 def test_fingerprint_of_a_statement_that_does_not_parse() -> None:
     text, changed, fp = normalize_statement("SELECT * FROM t WHERE a = 'cut")
     assert (text, changed, fp) == ("SELECT * FROM t WHERE a = $1", True, fingerprint(text))
