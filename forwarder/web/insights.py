@@ -78,6 +78,8 @@ def summary_markup(text: str) -> Markup:
             pieces: list[Markup] = []
             for part in _CODE_SPAN.split(line):
                 if _CODE_SPAN.fullmatch(part):
+                    # Log text (the rules put it in code spans); app.css isolates <code>, so a bidi
+                    # control in it cannot reorder the sentence around it.
                     pieces.append(Markup("<code>{}</code>").format(part[1:-1]))
                     continue
                 # re.split with one group: even items are plain text, odd ones the bold text.

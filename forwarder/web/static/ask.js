@@ -34,12 +34,43 @@
     };
   }
 
-  // `text` (Markdown) as an element; without markdown-it, the text itself.
-  function render(text) {
+  // An answer's headings as levels under the answer's own heading (`top`: the level of its first
+  // one), never skipping one (## then #### is h3 then h4): the page's outline stays whole whatever
+  // levels the model wrote, as screen readers and axe-core's "heading-order" expect.
+  function shiftHeadings(tokens, top) {
+    const open = []; // the Markdown levels of the sections the current heading sits in
+    tokens.forEach((t, i) => {
+      if (t.type !== "heading_open") return;
+      const level = Number(t.tag.slice(1));
+      while (open.length && open[open.length - 1] >= level) open.pop();
+      open.push(level);
+      const tag = "h" + Math.min(6, top + open.length - 1);
+      t.tag = tag;
+      for (let j = i + 1; j < tokens.length; j++) {
+        if (tokens[j].type === "heading_close") { tokens[j].tag = tag; break; }
+      }
+    });
+  }
+
+  // A table's header cell left empty (a column of links) is still named, for screen readers.
+  function nameEmptyHeaders(root) {
+    root.querySelectorAll("th").forEach((th) => {
+      if (th.textContent.trim()) return;
+      th.appendChild(el("span", "visually-hidden", "Column " + (th.cellIndex + 1)));
+    });
+  }
+
+  // `text` (Markdown) as an element; without markdown-it, the text itself. `top`: the level its
+  // headings start at (none: Markdown's own levels).
+  function render(text, top) {
     const div = document.createElement("div");
     div.className = "md";
     if (md) {
-      div.innerHTML = md.render(String(text)); // html: false escapes every tag in the text
+      const env = {};
+      const tokens = md.parse(String(text), env);
+      if (top) shiftHeadings(tokens, top);
+      div.innerHTML = md.renderer.render(tokens, md.options, env); // html: false escapes every tag in the text
+      nameEmptyHeaders(div);
     } else {
       const p = document.createElement("p");
       p.className = "msg-text";
@@ -48,7 +79,10 @@
     }
     return div;
   }
-  window.askRender = render;
+  window.askRender = (text) => render(text);
+
+  // Each answer has a heading of this level (ask.html); its Markdown's headings go below it.
+  const ANSWER_HEADINGS = 3;
 
   function el(tag, className, text) {
     const e = document.createElement(tag);
@@ -62,7 +96,7 @@
   const texts = stored ? JSON.parse(stored.textContent) : {};
   document.querySelectorAll("[data-markdown]").forEach((box) => {
     const text = texts[box.dataset.markdown];
-    if (typeof text === "string") box.replaceChildren(render(text));
+    if (typeof text === "string") box.replaceChildren(render(text, ANSWER_HEADINGS));
   });
 
   // --- feedback ------------------------------------------------------------------------------------
@@ -92,6 +126,10 @@
   function status(text) { if (statusLine) statusLine.textContent = text; }
   if (!form || !thread) return;
   const field = (name) => form.elements.namedItem(name);
+  const submit = form.querySelector("button[type=submit]");
+  // The page sends the button disabled (a form sent without this script would be refused); it asks
+  // now, unless the key is read-only (the page then disables the question too).
+  if (!field("question").disabled) submit.disabled = false;
 
   const suggestions = document.getElementById("suggestions");
   if (suggestions) {
@@ -126,6 +164,7 @@
   function answerView() {
     const article = el("article", "msg msg-answer");
     article.setAttribute("aria-label", "Answer");
+    const heading = el("h2", "visually-hidden", "Answer");
     const steps = el("ol", "tool-steps");
     const box = el("div", "answer");
     const sourcesHead = el("h3", "sub", "Sources");
@@ -133,7 +172,7 @@
     const actions = el("ul", "ask-actions");
     const end = el("p", "muted");
     sourcesHead.hidden = sources.hidden = actions.hidden = steps.hidden = true;
-    article.append(steps, box, sourcesHead, sources, actions, end);
+    article.append(heading, steps, box, sourcesHead, sources, actions, end);
     const stepItems = {};
     let text = "";
     return {
@@ -143,18 +182,19 @@
         let li = stepItems[t.id];
         if (!li) {
           li = stepItems[t.id] = el("li", "tool");
-          li.append(el("span", "badge"), document.createTextNode(" " + (t.label || t.name)));
+          li.append(el("span", "badge"), " ", el("bdi", "", t.label || t.name));
           steps.appendChild(li);
           steps.hidden = false;
         }
         li.className = "tool tool-" + t.status;
         li.firstChild.textContent = t.status;
       },
-      text(piece) { text += piece; box.replaceChildren(render(text)); },
+      text(piece) { text += piece; box.replaceChildren(render(text, ANSWER_HEADINGS)); },
       source(s) {
         const li = el("li");
         const href = sitePath(s.href);
-        if (href) { const a = el("a", "", s.label); a.href = href; li.appendChild(a); } else li.textContent = s.label;
+        const label = el("bdi", "", s.label);
+        if (href) { const a = el("a"); a.href = href; a.appendChild(label); li.appendChild(a); } else li.appendChild(label);
         sources.appendChild(li);
         sources.hidden = sourcesHead.hidden = false;
       },
@@ -167,22 +207,24 @@
           }
           href += "#fix-" + encodeURIComponent(a.fix_id);
         }
+        const label = el("bdi", "", a.label);
         if (href) {
-          const link = el("a", "button secondary", (a.kind === "fix" ? "Review the fix: " : "") + a.label);
+          const link = el("a", "button secondary", a.kind === "fix" ? "Review the fix: " : "");
           link.href = href;
+          link.appendChild(label);
           li.appendChild(link);
-        } else li.textContent = a.label;
+        } else li.appendChild(label);
         actions.appendChild(li);
         actions.hidden = false;
       },
       done(d) {
-        end.textContent = "Answered by " + d.model + "." + (d.remaining >= 0
+        end.replaceChildren("Answered by ", el("bdi", "", d.model), "." + (d.remaining >= 0
           ? " " + d.remaining.toLocaleString() + " built-in questions left this month."
-          : " (the organization's own key)");
+          : " (the organization's own key)"));
       },
       error(e) {
         end.className = "error";
-        end.textContent = "Failed (" + e.code + "): " + e.message;
+        end.replaceChildren("Failed (" + e.code + "): ", el("bdi", "", e.message));
       },
     };
   }
@@ -207,19 +249,30 @@
     }
   }
 
+  // The conversations beside the thread, as the conversation's own page lists them (title, time,
+  // Delete): that page is read as an inert document (DOMParser runs no script) and its list moved
+  // in, so every text in it is the server's escaped text, never a string put through innerHTML.
+  async function refreshConversations(path) {
+    const side = document.querySelector(".ask-side");
+    const resp = await fetch(path, {credentials: "same-origin", headers: {"Accept": "text/html"}});
+    if (!side || !resp.ok) return;
+    const page = new DOMParser().parseFromString(await resp.text(), "text/html");
+    const fresh = page.querySelector(".ask-side");
+    if (fresh) side.replaceWith(document.adoptNode(fresh));
+  }
+
   async function ask(event) {
     event.preventDefault();
     const question = body();
     if (!question.question.trim()) return;
-    const button = form.querySelector("button[type=submit]");
-    button.disabled = true;
+    submit.disabled = true;
     const asked = el("article", "msg msg-user");
     asked.setAttribute("aria-label", "Question");
     asked.appendChild(el("p", "msg-text", question.question));
     thread.appendChild(asked);
     status("Asking...");
     try {
-      const resp = await fetch(form.dataset.stream, {
+      const resp = await fetch(form.getAttribute("action"), {
         method: "POST",
         credentials: "same-origin",
         headers: {"Content-Type": "application/json", "Accept": "text/event-stream",
@@ -258,13 +311,15 @@
         const aboutLine = document.getElementById("ask-about");
         if (aboutLine) aboutLine.hidden = true;
         // A reload shows the conversation, feedback buttons included.
-        history.replaceState(null, "", "/ui/ask/" + encodeURIComponent(conversation));
+        const path = "/ui/ask/" + encodeURIComponent(conversation);
+        history.replaceState(null, "", path);
+        refreshConversations(path).catch(() => { /* the list is as it was; a reload shows it */ });
       }
       field("question").value = "";
     } catch (err) {
       status("The answer could not be read: " + err);
     } finally {
-      button.disabled = false;
+      submit.disabled = false;
     }
   }
   form.addEventListener("submit", ask);

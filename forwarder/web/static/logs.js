@@ -23,6 +23,20 @@
     return td;
   }
 
+  // Log text in its own bidi isolate, as in the page's rows: a U+202E in a user name must not
+  // reverse the "@" and the database after it.
+  function isolated(text) {
+    const bdi = document.createElement("bdi");
+    bdi.textContent = text;
+    return bdi;
+  }
+
+  function logCell(text, className) {
+    const td = cell("", className);
+    td.appendChild(isolated(text));
+    return td;
+  }
+
   function when(rfc3339) {
     return rfc3339 ? rfc3339.replace("T", " ").replace(/Z$/, "") + " UTC" : "never";
   }
@@ -36,9 +50,11 @@
     badge.textContent = String(line.kind).replace(/_/g, " ");
     kind.appendChild(badge);
     tr.appendChild(kind);
-    tr.appendChild(cell(line.severity || "", ""));
-    tr.appendChild(cell((line.user || "-") + "@" + (line.database || "-"), "who"));
-    tr.appendChild(cell(line.message || "", "msg"));
+    tr.appendChild(logCell(line.severity || "", ""));
+    const who = cell("", "who");
+    who.append(isolated(line.user || "-"), "@", isolated(line.database || "-"));
+    tr.appendChild(who);
+    tr.appendChild(logCell(line.message || "", "msg"));
     const link = document.createElement("td");
     if (/^[0-9]+$/.test(line.id)) {
       const a = document.createElement("a");

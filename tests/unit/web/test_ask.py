@@ -116,7 +116,11 @@ async def test_the_ask_page_is_in_the_nav_and_prefills_what_the_question_is_abou
     assert 'name="about_kind" value="database"' in html and 'name="about_id" value="main"' in html
     assert '<option value="main" selected>' in html
     assert "Ask is off for this organization" in html  # off until a read-write key turns it on
-    assert 'data-stream="/ui/ask/stream"' in html and 'textarea id="question" name="question"' in html
+    assert 'textarea id="question" name="question"' in html
+    # Posted to the stream (never a GET that would put the token and the question in the address),
+    # by ask.js only: the page sends the button disabled, and the script enables it.
+    assert re.search(r'<form id="ask-form"[^>]* method="post" action="/ui/ask/stream">', html)
+    assert '<button type="submit" disabled>Ask</button>' in html
     assert "vendor/markdown-it-15.0.3/markdown-it.min.js" in html and "ask.js" in html
 
     status, html = await b.get("/ui/ask", about="finding:abc")
@@ -185,11 +189,12 @@ async def test_a_stored_answer_keeps_only_this_sites_links(ui: Ui) -> None:
     status, html = await b.get(f"/ui/ask/{conv}")
     assert status == 200
     assert "what happened? &lt;b&gt;bold?&lt;/b&gt;" in html
-    assert '<a href="/ui/databases/main">Main DB</a>' in html
+    assert '<a href="/ui/databases/main"><bdi>Main DB</bdi></a>' in html
     assert "javascript:" not in html.replace(htmllib.escape("[click](javascript:alert(3))"), "")
-    assert 'href="//evil.test' not in html and "<li>elsewhere</li>" in html
+    assert 'href="//evil.test' not in html and "<li><bdi>elsewhere</bdi></li>" in html
     assert (
-        'href="/ui/databases/main/findings/f1#fix-work-mem-role"' in html and "Review the fix: Raise work_mem" in html
+        'href="/ui/databases/main/findings/f1#fix-work-mem-role"' in html
+        and "Review the fix: <bdi>Raise work_mem</bdi>" in html
     )
     assert "</script>" not in html.split('id="ask-markdown">', 1)[1].split("</script>", 1)[0]
     # read-only: the rating is shown, no button to change it, no delete buttons

@@ -254,6 +254,33 @@ async def test_a_read_only_key_sees_no_write_control_and_cannot_post(ui: Ui) -> 
     assert [(d.name, d.enabled) for d, _ in stored] == [("siem", True)]
 
 
+def main_of(html: str) -> str:
+    """The page's own content: the header (with Sign out) left out."""
+    return html.split('<main id="main">', 1)[1].split("</main>", 1)[0]
+
+
+async def test_a_read_only_key_opening_a_change_form_sees_it_disabled_without_its_button(ui: Ui) -> None:
+    rw = await ui.browser("read-write")
+    _, html = await create(rw, HOOK_FORM)
+    dest = dest_id_of(html)
+    ro = await ui.browser("read-only")
+    for path, button in (
+        ("/ui/destinations/new?kind=webhook", "Create destination"),
+        (f"/ui/destinations/{dest}/edit", "Save changes"),
+        (f"/ui/destinations/{dest}/delete", "Delete siem"),
+    ):
+        _, writer = await rw.get(path)
+        status, page = await ro.get(path)
+        assert button in main_of(writer), path
+        # The page reads (what the form holds), says why nothing can be sent, and has no button.
+        assert status == 200 and "This API key is read-only" in page, path
+        assert "<button" not in main_of(page), path
+        controls = re.findall(r"<(?:input|select|textarea)\b[^>]*>", main_of(page))
+        assert all(" disabled" in c for c in controls if 'type="hidden"' not in c), path
+    _, page = await ro.get(f"/ui/destinations/{dest}/edit")
+    assert 'value="http://hook.test:9/in"' in page  # the settings still show
+
+
 async def test_hostile_names_show_as_text(ui: Ui) -> None:
     b = await ui.browser("read-write")
     evil = '<script>alert(1)</script>"><img src=x>'

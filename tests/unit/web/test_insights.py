@@ -166,7 +166,9 @@ class FakeServer:
     value: str = "1GB"
 
     @asynccontextmanager
-    async def __call__(self, connection: DatabaseConnectionConfig, password: str | None) -> AsyncIterator[Any]:
+    async def __call__(
+        self, connection: DatabaseConnectionConfig, password: str | None, *, database: str | None = None
+    ) -> AsyncIterator[Any]:
         yield self
 
     async def execute(self, sql: str) -> None:
@@ -193,7 +195,7 @@ async def test_apply_runs_the_fix_through_the_use_case_and_shows_what_changed(
 
     assert status == 200
     assert server.ran == ["ALTER SYSTEM SET max_wal_size = '1024MB'", "SELECT pg_reload_conf()"]
-    assert "<strong>Applied.</strong>" in html and "1GB → 1024MB" in html
+    assert "<strong>Applied.</strong>" in html and "<bdi>1GB</bdi> → <bdi>1024MB</bdi>" in html
     (record,) = await ui.api.daemon.store.audit_records()
     assert record["action"] == "fixes.applied"
 
