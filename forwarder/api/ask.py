@@ -19,6 +19,7 @@ from pydantic.json_schema import SkipJsonSchema
 from forwarder import metrics
 from forwarder.api.auth import PRINCIPAL, Principal
 from forwarder.api.context import CONTEXT, ApiContext
+from forwarder.api.disconnect import client_gone
 from forwarder.api.errors import ApiError, bad_body
 from forwarder.api.logs import Time, _send, parse_query, read_body, read_json_object, reads_query, validation_error
 from forwarder.ask import events as E
@@ -36,7 +37,6 @@ SSE_HEADERS: Final = {
     "Cache-Control": "no-cache, no-transform",  # no-transform: proxies must not compress/buffer it
     "X-Accel-Buffering": "no",  # nginx: pass each event on at once
 }
-DISCONNECT_POLL_SECONDS: Final = 0.2  # how often a stream checks that its client is still there
 Id = Annotated[str, Field(min_length=1, max_length=64)]
 
 
@@ -323,14 +323,8 @@ async def stream_answer(request: web.Request, ask: cases.AskService, question: Q
         async for event in events:
             await response.write(E.KEEPALIVE if event is None else E.sse(event))
 
-    async def client_gone() -> None:
-        # aiohttp tells a handler nothing when its client closes (handler_cancellation is off, so
-        # other handlers finish their writes): look at the transport instead.
-        while request.transport is not None and not request.transport.is_closing():  # noqa: ASYNC110
-            await asyncio.sleep(DISCONNECT_POLL_SECONDS)
-
     writer = asyncio.create_task(pump())
-    watcher = asyncio.create_task(client_gone())
+    watcher = asyncio.create_task(client_gone(request))
     try:
         await asyncio.wait({writer, watcher}, return_when=asyncio.FIRST_COMPLETED)
     finally:

@@ -28,6 +28,7 @@ from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
 from forwarder.api.auth import PRINCIPAL, Principal
 from forwarder.api.context import CONTEXT, ApiContext, DatabaseView
+from forwarder.api.disconnect import unless_client_gone
 from forwarder.api.errors import ApiError, bad_body, bad_parameter, json_response, raw_json_response
 from forwarder.config import LogFormat
 from forwarder.model import (
@@ -467,9 +468,16 @@ async def list_logs(request: web.Request) -> web.Response:
     query = line_query(params)
     if params.after is None:
         page = await ctx.store.list_lines(db.identity.code, query)
+    elif not params.wait_seconds:
+        page = await ctx.store.tail_lines(db.identity.code, query, 0)
     else:
-        # A live tail: with `wait_seconds`, a long poll that answers once a matching line exists.
-        page = await ctx.store.tail_lines(db.identity.code, query, params.wait_seconds)
+        # A live tail's long poll, which answers once a matching line exists; it stops waiting
+        # when its client leaves (the answer is then written to nobody: 499, nginx's "client
+        # closed request", in the request metrics).
+        waited = await unless_client_gone(request, ctx.store.tail_lines(db.identity.code, query, params.wait_seconds))
+        if waited is None:
+            return web.Response(status=499)
+        page = waited
     # The stored documents are spliced in as they are (serialized once, when stored).
     body = b'{"lines":[' + b",".join(page.docs) + b'],"has_more":' + (b"true" if page.has_more else b"false")
     if page.next_after is not None:

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Callable
 
 import pytest
+from yarl import URL
 
 from forwarder import cli, metrics
 from forwarder.store import LineQuery, Page
@@ -84,6 +85,33 @@ async def test_a_long_poll_ends_empty_when_its_time_is_up(api: Api) -> None:
     api.clock.advance(0.1)
     status, body = await asyncio.wait_for(waiting, 5)
     assert (status, body) == (200, {"lines": [], "has_more": False, "next_after": str(newest + 1)})
+
+
+async def test_a_long_poll_stops_waiting_when_its_client_leaves(api: Api) -> None:
+    # A client that gives up (a closed tab, curl's timeout) must not leave its poll waiting out
+    # its 30 s for nobody, outside what max_connections bounds.
+    await add(api, [mk(1, "connection")])
+    newest = await head(api)
+    gone = {"route": ROUTE, "method": "GET", "status": "499"}
+    before = metrics.REGISTRY.get_sample_value("forwarder_http_requests_total", gone) or 0.0
+    url = URL(api.base)
+    reader, writer = await asyncio.open_connection(url.host, url.port)
+    key = api.auth(api.read_only)["Authorization"]
+    writer.write(
+        f"GET /v1/databases/main/logs?after={newest}&wait_seconds=30 HTTP/1.1\r\n"
+        f"Host: {url.host}\r\nAuthorization: {key}\r\n\r\n".encode()
+    )
+    await writer.drain()
+    await eventually(lambda: api.clock.next_wake() is not None, "the poll waits on the clock")
+    writer.close()
+    await writer.wait_closed()
+    await eventually(lambda: api.clock.next_wake() is None, "the poll stopped waiting")
+
+    def counted() -> bool:
+        return metrics.REGISTRY.get_sample_value("forwarder_http_requests_total", gone) == before + 1
+
+    await eventually(counted, "the request counted as its client's leaving")
+    assert not await reader.read()  # nothing was answered
 
 
 async def test_cli_tail_with_a_filter_waits_instead_of_asking_again_and_again(
