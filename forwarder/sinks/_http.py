@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import email.utils
+import ssl
 from collections.abc import Mapping
 
 import aiohttp
@@ -78,6 +79,11 @@ def error_outcome(error: BaseException) -> Outcome:
         return Outcome("retry", text if text.startswith("no answer within") else "no answer: timed out", "timeout")
     if isinstance(error, AddressRefused):
         return Outcome("retry", f"address refused: {error.reason}", "refused_address")
+    # aiohttp wraps the ssl module's error: why a certificate was refused is in its verify message.
+    if isinstance(error, aiohttp.ClientConnectorCertificateError) and isinstance(error.certificate_error, ssl.SSLError):
+        return tls_outcome(error.certificate_error)
+    if isinstance(error, aiohttp.ClientConnectorSSLError) and isinstance(error.os_error, ssl.SSLError):
+        return tls_outcome(error.os_error)
     if isinstance(error, aiohttp.ClientSSLError | aiohttp.ServerFingerprintMismatch):
         return Outcome("retry", f"TLS failed: {type(error).__name__}", "tls")
     if isinstance(error, aiohttp.ClientConnectorError):
@@ -86,6 +92,17 @@ def error_outcome(error: BaseException) -> Outcome:
     if isinstance(error, aiohttp.ClientError | OSError):
         return Outcome("retry", f"connection failed: {type(error).__name__}", "connect")
     return Outcome("retry", f"failed: {type(error).__name__}", "error")
+
+
+def tls_outcome(error: ssl.SSLError) -> Outcome:
+    """A TLS failure as the operator reads it: why OpenSSL refused the certificate ("self-signed
+    certificate", "certificate has expired", "Hostname mismatch, certificate is not valid for
+    'x'"), or the handshake's alert; the same for every kind, syslog included."""
+    if isinstance(error, ssl.SSLCertVerificationError):
+        detail = (error.verify_message or "not trusted").rstrip(".")
+        return Outcome("retry", f"TLS certificate refused: {detail}", "tls")
+    detail = (error.reason or type(error).__name__).replace("_", " ").lower()
+    return Outcome("retry", f"TLS failed: {detail}", "tls")
 
 
 def classify_status(response: Response) -> Outcome:

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import ClassVar
 
-from forwarder.sinks._http import error_outcome
+from forwarder.sinks._http import error_outcome, tls_outcome
 from forwarder.sinks.base import (
     DELIVERED,
     Address,
@@ -154,12 +154,8 @@ def classify_error(error: BaseException) -> Outcome:
         return Outcome("retry", str(error), "config")
     if isinstance(error, HandshakeRefused):
         return Outcome("retry", str(error), "tls")
-    if isinstance(error, ssl.SSLCertVerificationError):
-        detail = (error.verify_message or "not trusted").rstrip(".")
-        return Outcome("retry", f"TLS certificate refused: {detail}", "tls")
     if isinstance(error, ssl.SSLError):
-        detail = (error.reason or type(error).__name__).replace("_", " ").lower()
-        return Outcome("retry", f"TLS failed: {detail}", "tls")
+        return tls_outcome(error)
     if isinstance(error, ConnectionRefusedError):
         return Outcome("retry", "cannot connect: connection refused", "connect")
     if isinstance(error, ConnectionError | asyncio.IncompleteReadError):

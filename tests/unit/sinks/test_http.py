@@ -1,14 +1,16 @@
-"""HTTP handling shared by the HTTP kinds, pure parts: Retry-After as a table."""
+"""HTTP handling shared by the HTTP kinds, pure parts: Retry-After and failures as tables."""
 
 from __future__ import annotations
 
 import math
+import ssl
 import time
 
+import aiohttp
 import pytest
 
 from forwarder.delivery.backoff import retry_wait
-from forwarder.sinks._http import classify_status, retry_after_seconds
+from forwarder.sinks._http import classify_status, error_outcome, retry_after_seconds
 from tests.sinkhelpers import response
 
 DATE = "Sun, 06 Nov 1994 08:49:37 GMT"  # RFC 9110's example HTTP-date
@@ -82,3 +84,28 @@ def test_classify_status_ignores_a_malformed_retry_after(value: str) -> None:
 def test_a_retry_after_lengthens_the_wait_up_to_the_hour_cap(retry_after: float, wait: float) -> None:
     # SPEC 8: "first after 30 seconds, doubling, capped at one hour"
     assert retry_wait(1, retry_after) == wait
+
+
+def _refused(verify_message: str) -> ssl.SSLCertVerificationError:
+    err = ssl.SSLCertVerificationError(1, "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed")
+    err.verify_message = verify_message
+    err.reason = "CERTIFICATE_VERIFY_FAILED"
+    return err
+
+
+@pytest.mark.parametrize(
+    ("verify_message", "shown"),
+    [
+        ("self-signed certificate", "TLS certificate refused: self-signed certificate"),
+        ("certificate has expired", "TLS certificate refused: certificate has expired"),
+        (
+            "IP address mismatch, certificate is not valid for '127.0.0.1'.",
+            "TLS certificate refused: IP address mismatch, certificate is not valid for '127.0.0.1'",
+        ),
+    ],
+)
+def test_a_refused_certificate_says_why(verify_message: str, shown: str) -> None:
+    # What an operator needs to mend it, as syslog's destinations say it (not the exception's class).
+    error = aiohttp.ClientConnectorCertificateError(None, _refused(verify_message))  # type: ignore[arg-type]
+    outcome = error_outcome(error)
+    assert (outcome.status, outcome.reason, outcome.failure) == ("retry", shown, "tls")
