@@ -62,6 +62,13 @@ class EntryReader(Protocol):
     @property
     def committed_offset(self) -> int: ...
 
+    @property
+    def unfinished(self) -> bool:
+        """Whether data fed is known to be only part of what is being written (a line without its
+        newline, a CRI partial record, a syslog message whose pieces may still come): `flush()`
+        would cut it in two, so a stop leaves it to the next run, from `committed_offset`."""
+        ...
+
     def feed(self, data: bytes, now: float) -> list[LogLine]: ...
 
     def flush_written(self) -> list[LogLine]: ...

@@ -17,12 +17,17 @@ Both are given to the stderr reader as a prefix of their own (`%n [%p] ` in fron
 server's prefix: `pglog.composed`, shared with the syslog and CRI formats), so entries,
 continuations and values are handled by one parser.
 
-`MESSAGE` is a string, or an array of byte values when it is not valid UTF-8 (decoded with
-U+FFFD for the invalid bytes); a record without one (`null`: longer than journalctl's 4096-byte
-field limit without `--all`) has no line to read and is skipped. A line of the input that is not
-a JSON object is kept as an entry that did not match (kind `other`, values removed), as a line
-of a file in the wrong format is. With `identifiers`, records whose `SYSLOG_IDENTIFIER` is not
-one of them are skipped and counted in `lines_other`.
+`MESSAGE` is a string, or an array of byte values when it is not valid UTF-8 (decoded as the
+file readers decode, `reader.TEXT_ERRORS`: a byte outside a UTF-8 sequence is its Latin-1
+character); a record without one (`null`: longer than journalctl's 4096-byte field limit without
+`--all`) has no line to read and is skipped. A line of the input that is not a JSON object is
+kept as an entry that did not match (kind `other`, values removed), as a line of a file in the
+wrong format is. With `identifiers`, records whose `SYSLOG_IDENTIFIER` is not one of them are
+skipped and counted in `lines_other`.
+
+journald cuts a line longer than its LineMax (journald.conf, 48 KiB by default) into records of
+that size: the pieces after the first have no prefix, so each is an entry of its own (kind
+`other`); docs/parsing.md tells how to avoid it.
 
 Offsets (`committed_offset`) count bytes of the JSON input: every record before it is part of an
 entry already returned (or skipped), none after it is.
@@ -70,7 +75,6 @@ class JournalReader(ComposedReader):
         if not isinstance(record, dict):
             if raw.strip():  # not a record: kept as a line that did not match, never dropped
                 self._feed_text([raw.decode("utf-8", TEXT_ERRORS)], start, None, None)
-                self._sync_matched()
             return
         if self._identifiers and record.get("SYSLOG_IDENTIFIER") not in self._identifiers:
             self.lines_other += 1
@@ -80,4 +84,3 @@ class JournalReader(ComposedReader):
             return
         time_us = _digits(record.get("__REALTIME_TIMESTAMP"))
         self._feed_text([message.removesuffix("\n")], start, time_us, _digits(record.get("_PID")))
-        self._sync_matched()

@@ -95,6 +95,14 @@ class LineReader(ABC):
         start = self._pending_start if self._pending is not None else self._consumed
         return start if self._record_start < 0 else min(start, self._record_start)
 
+    @property
+    def unfinished(self) -> bool:
+        """Whether data fed is known to be only part of what the writer is writing: a line without
+        its newline, a record open across lines (csvlog's quotes), an envelope's line or message
+        whose rest still comes (a CRI partial record, a syslog message). `flush()` would cut it in
+        two; a stop that leaves it unstored lets the next run read it whole from `committed_offset`."""
+        return self._partial_len > 0 or self._record_start >= 0
+
     def feed(self, data: bytes, now: float) -> list[LogLine]:
         """Take the next bytes of the file; return the entries they complete.
 

@@ -4,9 +4,16 @@ A PostgreSQL started by systemd without the logging collector writes its stderr 
 run `journalctl --output=json --follow` (pglog.journal reads its output) with the database's
 matches, and keep in the store the cursor of the last record whose entry is stored, written in
 the same transaction as the lines (`Store.append_rows(..., journal_cursor=...)`), so a restart,
-even after SIGKILL, resumes with `--after-cursor` at the first record whose entry was not stored:
-no line twice, none skipped. With no cursor stored, everything the journal holds for the
-matches is read, as a new file is read from its start.
+even after SIGKILL, resumes at the first record whose entry was not stored: no line twice, none
+skipped. With no cursor stored, everything the journal holds for the matches is read, as a new
+file is read from its start.
+
+A restart runs journalctl with `--cursor` (it starts at the stored cursor's record) and drops the
+first record only when it is that record (its `__CURSOR` is the stored one). Not `--after-cursor`:
+journalctl seeks to the cursor's place and then steps over one record, the cursor's when the
+journal still has it, and otherwise, when rotation or vacuuming dropped it, the first record
+after that place, which would be skipped unread (journalctl.c: sd_journal_seek_cursor, then
+sd_journal_next_skip(j, 1 + !!arg_after_cursor); systemd 252).
 
     journalctl stdout -> reader.feed (records -> entries) -> store.append_rows(lines, cursor)
 
@@ -53,7 +60,8 @@ _CURSOR = re.compile(rb'"__CURSOR"\s*:\s*"([^"\\]*)"')
 
 
 def journalctl_args(log_config: LogSourceConfig, cursor: str | None) -> list[str]:
-    """The journalctl command line for a journal source, resuming after `cursor` if there is one.
+    """The journalctl command line for a journal source, starting at `cursor`'s record if there is
+    one (that record, already stored, is dropped by the reading: see the module docstring).
 
     `--all` prints messages longer than 4096 bytes too (they would be null); `--no-tail` makes
     `--follow` start at the first matching record instead of the last ten.
@@ -71,7 +79,7 @@ def journalctl_args(log_config: LogSourceConfig, cursor: str | None) -> list[str
     if log_config.journal_directory is not None:
         args.append(f"--directory={log_config.journal_directory}")
     if cursor is not None:
-        args.append(f"--after-cursor={cursor}")
+        args.append(f"--cursor={cursor}")
     return args + log_config.journal_matches()
 
 
@@ -89,6 +97,10 @@ class _Session:
     records: int = 0
     stored: int = 0  # committed offset as of the last store transaction
     marks: deque[tuple[int, str]] = field(default_factory=deque)  # (end offset, cursor) per record
+    # The cursor journalctl was started at (`--cursor`): its record, if the output's first, is
+    # stored already and is dropped; until the first record is whole, its bytes so far.
+    skip: str | None = None
+    first: bytes = b""
 
 
 class JournalFollower(Follower):
@@ -160,7 +172,8 @@ class JournalFollower(Follower):
         """
         args = journalctl_args(self.db.log, cursor)
         session = _Session(
-            await self._new_reader(ReaderSpec("journal", self.db.log.line_prefix, self.db.log.timezone, self.identity))
+            await self._new_reader(ReaderSpec("journal", self.db.log.line_prefix, self.db.log.timezone, self.identity)),
+            skip=cursor,
         )  # first: a worker that fails leaves no child behind
         self._worker_failures.ok("the parse worker started; reading again", {"database_id": self.db.id})
         try:
@@ -218,8 +231,24 @@ class JournalFollower(Follower):
         return cursor
 
     async def _feed(self, session: _Session, chunk: bytes, now: float) -> list[Row]:
-        """Give `chunk` to the reader, noting each whole record's end offset and cursor."""
+        """Give `chunk` to the reader, noting each whole record's end offset and cursor.
+
+        The offsets are of the output the reader is given: without the stored cursor's record.
+        """
         self._count_read(len(chunk))
+        if session.skip is not None:
+            head = session.first + chunk
+            nl = head.find(b"\n")
+            if nl < 0:
+                session.first = head
+                return []
+            first, chunk = head[: nl + 1], head[nl + 1 :]
+            m = _CURSOR.search(first)
+            if m is None or m.group(1).decode("ascii", "replace") != session.skip:
+                chunk = first + chunk  # that record is gone from the journal: this one is the next
+            session.skip, session.first = None, b""
+            if not chunk:
+                return []
         data = session.partial + chunk
         end = data.rfind(b"\n") + 1
         session.partial = data[end:]

@@ -47,6 +47,7 @@ class Parsed:
     unparsed: int  # of `rows`: entries not in the format
     truncated: int  # of `rows`: entries cut at the entry cap
     times: TimeCounts  # EntryReader.time_counts
+    unfinished: bool = False  # the reader holds data whose rest still comes (pglog.reader.LineReader.unfinished)
 
 
 NOTHING_PARSED: Final = Parsed([], 0, 0, 0, 0, 0, TimeCounts())
@@ -68,6 +69,7 @@ def parsed(reader: EntryReader, identity: Identity, lines: list[LogLine]) -> Par
         unparsed,
         truncated,
         reader.time_counts,
+        reader.unfinished,
     )
 
 

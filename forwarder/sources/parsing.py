@@ -74,6 +74,12 @@ class AsyncReader(Protocol):
     def lines_other(self) -> int: ...
     @property
     def time_counts(self) -> TimeCounts: ...
+    @property
+    def unfinished(self) -> bool:
+        """The reader holds data whose rest is still being written (a partial line, a CRI partial
+        record, a syslog message): `flush()` would cut it in two (pglog.reader.LineReader.unfinished)."""
+        ...
+
     async def feed(self, data: bytes, now: float) -> list[Row]: ...
     def start_feed(self, data: bytes, now: float) -> Coroutine[Any, Any, list[Row]]:
         """`feed`, started now and awaited later: a feed started after it may be started before
@@ -116,6 +122,10 @@ class _Counts:
     @property
     def time_counts(self) -> TimeCounts:
         return self._last.times
+
+    @property
+    def unfinished(self) -> bool:
+        return self._last.unfinished
 
     def _took(self, step: Parsed) -> list[Row]:
         _count(self._database_id, step.unparsed, step.truncated)

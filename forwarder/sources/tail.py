@@ -362,9 +362,12 @@ class DatabaseFollower(Follower):
 
         A file out of the glob is read to its end first, whether or not a poll saw it leave (a
         stop in the middle of a backlog that logrotate renamed away): a restart would not find it.
-        In a file still in the glob that ends in a line without its newline (a write PostgreSQL has
-        not finished), the pending entry and that line stay unstored, like the rest of a file not
-        read to its end: the offset stays at the entry's start, and the next run reads it whole.
+        In a file still in the glob whose reader holds something unfinished (`AsyncReader.unfinished`:
+        a line without its newline, a write PostgreSQL has not finished; a container runtime's
+        partial record whose line goes on in a later record; a syslog message whose lines may still
+        come), the pending entries stay unstored, like the rest of a file not read to its end: the
+        offset stays at their start, and the next run reads them whole. A file ending in a newline
+        is not enough: a CRI partial record ends in one too.
         """
         found, _, _ = self._scan()
         for key in [k for k, f in self._files.items() if f.gone_since is not None or k not in found]:
@@ -373,7 +376,7 @@ class DatabaseFollower(Follower):
         for f in self._files.values():
             if f.fh is None or (size := os.fstat(fd := f.fh.fileno()).st_size) != f.read_pos:
                 continue
-            if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+            if (size == 0 or os.pread(fd, 1, size - 1) == b"\n") and not f.reader.unfinished:
                 lines.extend(await f.reader.flush())
         await self._commit(lines, list(self._files.values()))
         files = list(self._files.values())

@@ -295,7 +295,7 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     """
     CREATE TABLE journal_cursors (
         db_id       TEXT PRIMARY KEY,
-        cursor      TEXT NOT NULL,      -- journalctl's __CURSOR, given back as --after-cursor
+        cursor      TEXT NOT NULL,      -- journalctl's __CURSOR, given back as --cursor
         updated_at  INTEGER NOT NULL
     );
     """,

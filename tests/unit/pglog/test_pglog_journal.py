@@ -89,6 +89,20 @@ def test_a_message_that_is_not_utf8_is_an_array_of_bytes_its_stray_bytes_read_as
     assert line.message == "divi\xffsion by zero" and line.severity == "ERROR" and not line.unparsed
 
 
+def test_a_line_over_journalds_line_max_is_two_records_and_its_rest_an_entry_of_its_own() -> None:
+    """journald (LineMax, 48 KiB by default) stores a longer line as records of that size: the rest
+    has no prefix and reads as kind `other` (docs/parsing.md: raise LineMax to keep it whole)."""
+    rec = records(RECORDED)[14]  # LOG:  duration: ... statement: SELECT * (and two TAB-led records)
+    line = str(rec["MESSAGE"]).replace("SELECT *", "SELECT '" + "x" * 60_000 + "'")
+    line_max = 48 * 1024
+    first, rest = dict(rec), dict(rec)
+    first["MESSAGE"], rest["MESSAGE"] = line[:line_max], line[line_max:]
+    data = (json.dumps(first) + "\n" + json.dumps(rest) + "\n").encode()
+    head, tail = journal(data, full_text=True)
+    assert not head.unparsed and head.statement is not None and head.statement.endswith("x")
+    assert tail.unparsed and tail.message == line[line_max:]
+
+
 def test_records_of_other_identifiers_are_skipped_when_a_filter_is_given() -> None:
     other = json.dumps(
         {

@@ -1,9 +1,15 @@
 """The journal follower: journalctl's output stored exactly once, with its cursor; failures shown.
 
 `journalctl` here is a small script (config key `journalctl_path`) that checks its arguments
-strictly, prints the records of a JSON-lines file (after `--after-cursor`'s record when given,
-as journalctl does) and then follows the file for records appended later, as `--follow` does.
-The records are pg15_journal.json, recorded from a real PostgreSQL 15 (see tests/unit/pglog).
+strictly, prints the records of a JSON-lines file and then follows the file for records appended
+later, as `--follow` does. `--cursor` and `--after-cursor` work as in journalctl (systemd 252,
+journalctl.c): the cursor is parsed (a malformed one: "Failed to seek to cursor: Invalid
+argument", exit 1), the journal is positioned at the cursor's place, which is the first record at
+or after it (its own record if the journal still has it: records are ordered by sequence number,
+the cursor's `i=`), and journalctl steps to the next record once (`--cursor`) or twice
+(`--after-cursor`: over the cursor's record, or, if rotation or vacuuming dropped it, over the
+first record after it). The records are pg15_journal.json, recorded from a real PostgreSQL 15
+(see tests/unit/pglog).
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ PREFIX = "%m [%p] %q%u@%d/%a "
 UNIT = "postgresql@15-main.service"
 
 FAKE_JOURNALCTL = """\
-import os, sys, time
+import os, re, sys, time
 records, log, pidfile = {records!r}, {log!r}, {pidfile!r}
 args = sys.argv[1:]
 open(log, "a").write(" ".join(args) + "\\n")
@@ -42,22 +48,38 @@ fixed = ["--output=json", "--output-fields=MESSAGE,_PID,SYSLOG_IDENTIFIER", "--a
          "--no-pager", "--quiet"]
 if args[: len(fixed)] != fixed or args[-1] != "_SYSTEMD_UNIT={unit}":
     sys.exit("unexpected arguments: " + " ".join(args))
-cursor = [a.split("=", 1)[1] for a in args if a.startswith("--after-cursor=")]
+seek = [a.split("=", 1) for a in args if a.startswith(("--cursor=", "--after-cursor="))]
+
+def seqnum(cursor):
+    # sd_journal_seek_cursor: s= is a 128-bit id (32 hex digits), i= a hexadecimal sequence number
+    fields = dict(part.split("=", 1) for part in cursor.split(";") if "=" in part)
+    if not re.fullmatch("[0-9a-f]{{32}}", fields.get("s", "")) or not re.fullmatch("[0-9a-f]+", fields.get("i", "")):
+        raise ValueError(cursor)
+    return int(fields["i"], 16)
+
 import json
+place = None
+steps = 0
+if seek:
+    try:
+        place = seqnum(seek[0][1])
+    except ValueError:
+        sys.exit("Failed to seek to cursor: Invalid argument")
+    steps = 1 if seek[0][0] == "--after-cursor" else 0  # sd_journal_next_skip(j, 1 + !!arg_after_cursor)
 done = 0
-skipping = bool(cursor)
 while True:
     with open(records, "rb") as fh:
         lines = fh.read().splitlines(keepends=True)
     for line in lines[done:]:
         done += 1
-        if skipping:
-            skipping = json.loads(line)["__CURSOR"] != cursor[0]
+        if place is not None and seqnum(json.loads(line)["__CURSOR"]) < place:
+            continue  # before the cursor's place
+        place = None
+        if steps:
+            steps -= 1
             continue
         sys.stdout.buffer.write(line)
         sys.stdout.flush()
-    if skipping:
-        sys.exit("Failed to seek to cursor: No such file or directory")
     time.sleep(0.02)
 """
 
@@ -144,7 +166,7 @@ async def test_everything_the_journal_holds_is_stored_once_and_a_restart_resumes
     assert [d["message"] for d in await stored(store)] == want
     await run.stop()
     assert journal.child_gone()
-    assert journal.calls()[0].split()[-1] == f"_SYSTEMD_UNIT={UNIT}" and "--after-cursor" not in journal.calls()[0]
+    assert journal.calls()[0].split()[-1] == f"_SYSTEMD_UNIT={UNIT}" and "cursor" not in journal.calls()[0]
 
     # Restarted: journalctl resumes after the last record stored, and new records follow.
     last_cursor = json.loads(RECORDED.splitlines()[-1])["__CURSOR"]
@@ -154,7 +176,7 @@ async def test_everything_the_journal_holds_is_stored_once_and_a_restart_resumes
     journal.append(b"".join(more))
     await until(lambda: _count(store, len(want)))  # nothing read twice
     await until(lambda: _count(store, len(want) + 1), idle=clock)
-    assert f"--after-cursor={last_cursor}" in journal.calls()[1].split()
+    assert f"--cursor={last_cursor}" in journal.calls()[1].split()
     assert [d["message"] for d in await stored(store)] == [*want, "division by zero"]
     await run.stop()
     assert journal.child_gone()
@@ -184,6 +206,57 @@ async def test_a_stop_while_an_entry_is_pending_stores_the_cursor_before_it(stor
     await run.stop()
 
 
+RESUME_AT = 11  # "duplicate key" with its DETAIL and STATEMENT records; the record before is a whole entry
+
+
+async def _resume(store: Store, tmp_path: Path, journal_records: list[bytes], cursor: str) -> tuple[Journal, Running]:
+    """A follower whose store holds `cursor` (as a run before stored it), over a journal of `journal_records`."""
+    journal = Journal(tmp_path)
+    journal.append(b"".join(journal_records))
+    db = db_config(journal.script)
+    identity = await store.register_database(db)
+    await store.append_rows(identity, [], [], 0, journal_cursor=cursor)
+    return journal, Running(JournalFollower(db, identity, store, FakeClock()))
+
+
+def _messages_of(records: list[bytes]) -> list[str]:
+    reader = make_reader("journal", line_prefix=PREFIX, timezone="UTC", full_text=False)
+    return [line.message for line in parse_stream(reader, records)]
+
+
+async def test_a_stored_cursor_whose_record_was_vacuumed_resumes_at_the_first_record_left(
+    store: Store, tmp_path: Path
+) -> None:
+    """journalctl seeks to the nearest record when the cursor's is gone; `--after-cursor` would then
+    step over that record, unread. The first record the journal still has is read, whole entry and all."""
+    records = RECORDED.splitlines(keepends=True)
+    cursor = json.loads(records[RESUME_AT - 1])["__CURSOR"]
+    journal, run = await _resume(store, tmp_path, records[RESUME_AT:], cursor)  # the records before: vacuumed
+    want = _messages_of(records[RESUME_AT:])
+    clock = run.follower._clock
+    assert isinstance(clock, FakeClock)
+    await until(lambda: _count(store, len(want)), idle=clock)
+    docs = await stored(store)
+    assert [d["message"] for d in docs] == want
+    assert docs[0]["message"].startswith("duplicate key") and "already exists" in docs[0]["detail"]
+    assert f"--cursor={cursor}" in journal.calls()[0].split()
+    await run.stop()
+
+
+async def test_a_stored_cursor_whose_record_is_still_there_is_not_read_again(store: Store, tmp_path: Path) -> None:
+    records = RECORDED.splitlines(keepends=True)
+    cursor = json.loads(records[RESUME_AT - 1])["__CURSOR"]
+    journal, run = await _resume(store, tmp_path, records, cursor)
+    want = _messages_of(records[RESUME_AT:])
+    clock = run.follower._clock
+    assert isinstance(clock, FakeClock)
+    await until(lambda: _count(store, len(want)), idle=clock)
+    assert [d["message"] for d in await stored(store)] == want  # the cursor's own entry is not stored again
+    assert await store.journal_cursor("main") == json.loads(records[-1])["__CURSOR"]
+    assert f"--cursor={cursor}" in journal.calls()[0].split()
+    await run.stop()
+
+
 async def test_journalctl_missing_is_shown_and_retried_never_a_crash(
     store: Store, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -209,7 +282,7 @@ async def test_journalctl_missing_is_shown_and_retried_never_a_crash(
 async def test_journalctl_exiting_is_shown_with_what_it_said(store: Store, tmp_path: Path) -> None:
     journal, clock = Journal(tmp_path), FakeClock()
     journal.append(RECORDED)
-    # A cursor the journal no longer has: the fake journalctl fails to seek, as journalctl does.
+    # A cursor journalctl cannot parse: it fails to seek and exits.
     db = db_config(journal.script)
     identity = await store.register_database(db)
     await store.append_rows(identity, [], [], 0, journal_cursor="s=gone;i=1")
@@ -217,7 +290,7 @@ async def test_journalctl_exiting_is_shown_with_what_it_said(store: Store, tmp_p
     await until(lambda: _state(run, "error"))
     reason = run.follower.status.reason or ""
     # The status is 1; asyncio reports 255 when another waiter of the test process reaped the child first.
-    said = "Failed to seek to cursor: No such file or directory"
+    said = "Failed to seek to cursor: Invalid argument"
     assert re.fullmatch(rf"journalctl exited with status (1|255): {said}", reason)
     await run.stop()
     assert journal.child_gone() and await _count(store, 0)
@@ -267,7 +340,7 @@ def test_the_journalctl_command_line() -> None:
         "--no-pager",
         "--quiet",
         "--directory=/var/log/journal/remote",
-        "--after-cursor=s=1;i=2",
+        "--cursor=s=1;i=2",
         f"_SYSTEMD_UNIT={UNIT}",
         "SYSLOG_IDENTIFIER=postgres",
     ]

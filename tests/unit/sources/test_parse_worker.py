@@ -135,3 +135,18 @@ async def test_a_worker_that_cannot_start_says_so_not_that_the_log_is_unreadable
         assert not isinstance(caught.value, OSError)
     finally:
         await worker.aclose()
+
+
+async def test_a_reader_in_the_worker_says_when_it_holds_a_line_whose_rest_still_comes() -> None:
+    """A clean stop must not flush it (DatabaseFollower.drain): the worker passes it on."""
+    worker = ParseWorker()
+    try:
+        reader = await worker.open(ReaderSpec("cri", "%m [%p] ", "UTC", SPEC.identity), full_text=False)
+        record = b"2026-11-22T10:00:00.5Z stderr %s 2026-11-22 10:00:00.000 UTC [7] LOG:  statement: select 1\n"
+        assert await reader.feed(record % b"P", 0.0) == [] and reader.unfinished
+        await reader.feed(b"2026-11-22T10:00:00.5Z stderr F ;\n", 0.0)
+        assert not reader.unfinished
+        assert len(await reader.flush()) == 1
+        await reader.aclose()
+    finally:
+        await worker.aclose()

@@ -49,8 +49,9 @@ def abandon(f: DatabaseFollower) -> None:
         file.close()
 
 
-async def follower(store: Store, glob: str, clock: FakeClock | None = None) -> DatabaseFollower:
-    db = DatabaseConfig(id="main", name="main", host="h", log=LogSourceConfig(path=glob, line_prefix=PREFIX))
+async def follower(store: Store, glob: str, clock: FakeClock | None = None, *, fmt: str = "stderr") -> DatabaseFollower:
+    log = LogSourceConfig(path=glob, line_prefix=PREFIX, format=fmt)  # type: ignore[arg-type]
+    db = DatabaseConfig(id="main", name="main", host="h", log=log)
     f = DatabaseFollower(db, await store.register_database(db), store, clock or FakeClock())
     f._known = {(sf.dev, sf.ino): sf for sf in await store.source_files("main")}
     _made.append(f)
@@ -176,7 +177,8 @@ async def test_other_programs_in_a_syslog_file_are_no_format_mismatch(store: Sto
     db = DatabaseConfig(
         id="main", name="main", host="h", log=LogSourceConfig(path=str(tmp_path / "syslog"), format="syslog")
     )
-    f = DatabaseFollower(db, await store.register_database(db), store, FakeClock())
+    clock = FakeClock()
+    f = DatabaseFollower(db, await store.register_database(db), store, clock)
     _made.append(f)
     await f.poll()
     assert f.status.state == "reading", f.status.reason
@@ -184,6 +186,8 @@ async def test_other_programs_in_a_syslog_file_are_no_format_mismatch(store: Sto
     with (tmp_path / "syslog").open("ab") as out:
         out.write(b"Nov 22 10:00:31 host postgres[9]: [1-1] 2026-11-22 10:00:31.000 UTC [9] LOG:  checkpoint starting:")
         out.write(b" time\n")
+    await f.poll()
+    clock.advance(2)  # no [1-2] line came: the message is whole
     await f.poll()
     await f.drain()
     assert f.status.state == "reading" and await messages(store) == ["checkpoint starting: time"]
@@ -610,3 +614,91 @@ async def test_a_file_renamed_in_the_same_tick_as_the_new_one_appears_is_read_fi
     await f.poll()
     await f.drain()
     assert await messages(store) == [f'relation "t{i}" does not exist' for i in (1, 2, 3)]
+
+
+# A container's log: a stderr line in two records (the runtime's partial `P`, then `F`) with a
+# stdout line between them; the F record is written after the others.
+CRI_T = b"2026-11-22T10:00:00.5Z "
+CRI_HEAD = (
+    CRI_T
+    + b"stderr F 2026-11-22 10:00:00.000 UTC [7] LOG:  first\n"
+    + CRI_T
+    + b"stderr P 2026-11-22 10:00:00.100 UTC [7] LOG:  statement: select 'aaa\n"
+    + CRI_T
+    + b"stdout F hello-from-stdout\n"
+)
+CRI_END = CRI_T + b"stderr F bbb'\n"
+
+
+async def test_a_crash_while_a_container_line_is_in_pieces_stores_the_other_streams_line_once(
+    store: Store, tmp_path: Path
+) -> None:
+    log = tmp_path / "0.log"
+    log.write_bytes(CRI_HEAD)
+    clock = FakeClock()
+    f = await follower(store, str(log), clock, fmt="cri")
+    f.apply_settings(True, True)  # full_text: the messages are the test's
+    await f.poll()
+    clock.advance(5)  # quiet: the stdout line is a whole entry, and still waits for the stderr line
+    await f.poll()
+    assert await messages(store) == ["first"]
+    abandon(f)  # kill -9
+    with log.open("ab") as out:
+        out.write(CRI_END)
+    g = await follower(store, str(log), fmt="cri")
+    g.apply_settings(True, True)
+    await g.poll()
+    await g.drain()
+    assert await messages(store) == ["first", "statement", "hello-from-stdout"]
+    assert [d["statement"] for d in await docs(store)] == [None, "select 'aaabbb'", None]
+
+
+async def test_a_stop_while_a_container_line_is_in_pieces_leaves_it_for_the_next_run_whole(
+    store: Store, tmp_path: Path
+) -> None:
+    """The file ends with a newline, but the stderr line is not finished: a clean stop does not cut it."""
+    log = tmp_path / "0.log"
+    log.write_bytes(CRI_HEAD)
+    f = await follower(store, str(log), fmt="cri")
+    f.apply_settings(True, True)
+    await f.poll()
+    await f.drain()  # SIGTERM
+    with log.open("ab") as out:
+        out.write(CRI_END)
+    g = await follower(store, str(log), fmt="cri")
+    g.apply_settings(True, True)
+    await g.poll()
+    await g.drain()
+    assert await messages(store) == ["first", "statement", "hello-from-stdout"]
+    assert [d["statement"] for d in await docs(store)] == [None, "select 'aaabbb'", None]
+
+
+async def test_a_stop_while_a_syslog_message_may_still_have_lines_to_come_leaves_it_for_the_next_run(
+    store: Store, tmp_path: Path
+) -> None:
+    """PostgreSQL sends a message's DETAIL as a syslog message of its own, which may come after the stop."""
+    when = "2026-11-22T10:00:00.000000+00:00 db1 postgres[77]: "
+    log = tmp_path / "syslog"
+    error = 'ERROR:  duplicate key value violates unique constraint "t_pkey"'
+    log.write_bytes(f"{when}[4-1] 2026-11-22 10:00:00.000 UTC [77] {error}\n".encode())
+    f = await follower(store, str(log), fmt="syslog")
+    f.apply_settings(True, True)
+    await f.poll()
+    await f.drain()
+    with log.open("ab") as out:
+        out.write(f"{when}[4-2] 2026-11-22 10:00:00.000 UTC [77] DETAIL:  Key (id)=(1) already exists.\n".encode())
+    clock = FakeClock()
+    g = await follower(store, str(log), clock, fmt="syslog")
+    g.apply_settings(True, True)
+    await g.poll()
+    clock.advance(2)  # and no [4-3]: the message is whole
+    await g.poll()
+    await g.drain()
+    [doc] = await docs(store)
+    assert doc["message"] == 'duplicate key value violates unique constraint "t_pkey"'
+    assert doc["detail"] == "Key (id)=(1) already exists."
+
+
+async def docs(store: Store) -> list[dict[str, Any]]:
+    page = await store.list_lines(1, LineQuery(limit=500))
+    return [orjson.loads(d) for d in reversed(page.docs)]
