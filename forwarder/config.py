@@ -367,7 +367,7 @@ class DatabaseConfig(_Section):
     """One monitored PostgreSQL server (a database of the API: `database_id`, `database_name`, `{ref}`)."""
 
     id: str = Field(description="Stable identifier used in the API and in stored lines.")
-    name: PrintedName = Field(description="Display name; the API also accepts it as {ref}.")
+    name: PrintedName = Field(description="Display name (default: the id); the API also accepts it as {ref}.")
     host: PrintedName = Field(default_factory=socket.gethostname, description="Host name shown on every line.")
     enabled: bool = Field(True, description="Initial setting: read this database's log.")
     full_text: bool = Field(False, description="Initial setting: keep values in lines (no redaction).")
@@ -377,6 +377,14 @@ class DatabaseConfig(_Section):
     )
 
     _id_shape = field_validator("id")(_check_id)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _name_defaults_to_the_id(cls, data: Any) -> Any:
+        # As a destination's: a config of one database needs no second name for it.
+        if isinstance(data, dict) and "name" not in data and isinstance(data.get("id"), str):
+            return {**data, "name": data["id"]}
+        return data
 
     @field_validator("name")
     @classmethod
@@ -718,7 +726,12 @@ def environment_overrides(environ: Mapping[str, str]) -> tuple[dict[str, Any], l
     problems: list[str] = []
     named = [(name, name.lower().removeprefix(ENV_PREFIX).split(ENV_NESTING), value) for name, value in environ.items()]
     for name, path, value in sorted(named, key=lambda item: len(item[1])):
-        if not name.lower().startswith(ENV_PREFIX) or path[0] not in Config.model_fields:
+        if not name.lower().startswith(ENV_PREFIX):
+            continue
+        if path[0] not in Config.model_fields:
+            if len(path) > 1:  # FORWARDER_SERVR__PORT: a section's key, in a section mistyped
+                sections = ", ".join(sorted(Config.model_fields))
+                problems.append(f"{name}: no section {path[0]!r} (the sections: {sections})")
             continue
         try:
             parsed = _env_value(name, path, value)
@@ -779,7 +792,9 @@ def config_from_dict(data: dict[str, Any], *, read_secrets: bool = True) -> Conf
     try:
         config = Config.model_validate(_merged(data, overrides))
     except ValidationError as exc:
-        raise ConfigError(_problems(exc)) from None
+        raise ConfigError(
+            [_named_by_variable(err, overrides, os.environ) + problem for err, problem in _errors(exc)]
+        ) from None
     problems = _unique_problems(config) + _alert_problems(config)
     for i, dest in enumerate(config.destinations):
         problems += _destination_problems(i, dest, read_secrets, config.security.networks())
@@ -803,11 +818,32 @@ def config_from_dict(data: dict[str, Any], *, read_secrets: bool = True) -> Conf
 
 
 def _problems(exc: ValidationError, prefix: tuple[int | str, ...] = ()) -> list[str]:
+    return [problem for _, problem in _errors(exc, prefix)]
+
+
+def _errors(exc: ValidationError, prefix: tuple[int | str, ...] = ()) -> list[tuple[Any, str]]:
+    """Each error of `exc` with its text: `path: what is wrong`."""
     out = []
     for err in exc.errors(include_url=False, include_input=False):
         msg = err["msg"].removeprefix("Value error, ")
-        out.append(f"{_loc_to_path((*prefix, *err['loc']))}: {msg}")
+        out.append((err, f"{_loc_to_path((*prefix, *err['loc']))}: {msg}"))
     return out
+
+
+def _named_by_variable(err: Any, overrides: dict[str, Any], environ: Mapping[str, str]) -> str:
+    """`NAME: ` of the FORWARDER_* variable that gave the value an error is about ("" when the
+    file gave it): a mistake in a variable is not one of the file's, where it cannot be found."""
+    table: Any = overrides
+    loc = [str(part).lower() for part in err["loc"]]
+    for part in loc:
+        if not isinstance(table, dict) or part not in table:
+            return ""
+        table = table[part]
+    names = {name.lower(): name for name in environ}
+    for end in range(len(loc), 0, -1):  # the variable of the longest path: a key's own, or its section's JSON
+        if (name := names.get(ENV_PREFIX + ENV_NESTING.join(loc[:end]))) is not None:
+            return f"{name}: "
+    return ""
 
 
 def _destination_problems(

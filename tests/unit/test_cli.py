@@ -555,6 +555,18 @@ def test_check_config_names_a_duplicate_database_by_its_toml_path(tmp_path: Path
     ]
 
 
+def test_a_database_without_a_name_is_named_by_its_id(tmp_path: Path) -> None:
+    path = tmp_path / "one.toml"
+    db = '[[databases]]\nid = "{id}"\n{name}[databases.log]\npath = "/x/*.log"\n'
+    path.write_text(db.format(id="main", name=""))
+    out = run("check-config", str(path))
+    assert (out.returncode, out.stdout) == (0, f"{path}: ok (1 database(s))\n"), out.stderr
+    # the id given as another's name is still one name twice
+    path.write_text(db.format(id="main", name="") + db.format(id="other", name='name = "main"\n'))
+    out = run("check-config", str(path))
+    assert out.returncode == 78 and f"{path}: databases[1].name: duplicate database name 'main'" in out.stderr
+
+
 def test_run_refuses_a_log_level_from_the_environment_that_is_no_level(tmp_path: Path) -> None:
     # argparse checks --log-level's choices, never an env default's: `verbose` reached logging and
     # ended in a traceback (exit 1) once the config had loaded.

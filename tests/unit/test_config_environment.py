@@ -61,8 +61,21 @@ def test_arrays_come_as_json(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize(
     ("env", "problem"),
     [
-        ({"FORWARDER_SERVER__NOPE": "1"}, "server.nope: Extra inputs are not permitted"),
-        ({"FORWARDER_SERVER__PORT": "70000"}, "server.port: Input should be less than or equal to 65535"),
+        # a value given by a variable is a mistake of the variable's, named so (not the file's)
+        ({"FORWARDER_SERVER__NOPE": "1"}, "FORWARDER_SERVER__NOPE: server.nope: Extra inputs are not permitted"),
+        (
+            {"FORWARDER_SERVER__PORT": "70000"},
+            "FORWARDER_SERVER__PORT: server.port: Input should be less than or equal to 65535",
+        ),
+        (
+            {"FORWARDER_SERVER": '{"port": "abc"}'},
+            "FORWARDER_SERVER: server.port: Input should be a valid integer, unable to parse string as an integer",
+        ),
+        # a section's key under a section that does not exist is a mistake, not someone else's variable
+        (
+            {"FORWARDER_SERVR__PORT": "9000"},
+            f"FORWARDER_SERVR__PORT: no section 'servr' (the sections: {', '.join(sorted(Config.model_fields))})",
+        ),
         (
             {"FORWARDER_SERVER": "port=1"},
             "FORWARDER_SERVER: server takes JSON here: Expecting value: line 1 column 1 (char 0)",
@@ -85,6 +98,14 @@ def test_arrays_come_as_json(monkeypatch: pytest.MonkeyPatch) -> None:
 )
 def test_a_wrong_variable_is_named(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], problem: str) -> None:
     assert refused(monkeypatch, env) == [problem]
+
+
+def test_a_mistake_in_the_file_is_the_files_even_with_variables_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FORWARDER_SERVER__HOST", "127.0.0.2")
+    with pytest.raises(ConfigError) as caught:
+        config_from_dict({**FILE, "server": {"port": "abc"}}, read_secrets=False)
+    (problem,) = caught.value.problems
+    assert problem.startswith("server.port: Input should be a valid integer")
 
 
 def test_the_overrides_are_a_document_shaped_like_the_file() -> None:
