@@ -143,6 +143,11 @@ def _credentials(args: argparse.Namespace) -> tuple[str, str]:
             url, key = url or saved["url"], key or saved["key"]
         except (OSError, ValueError, KeyError):
             pass
+    if key and not url:  # a key given (--key, FORWARDER_KEY) without where to use it
+        raise ClientError(
+            "no URL of the daemon to use the key with: pass --url URL (or set FORWARDER_URL, or run"
+            " `forwarder login --url URL --key KEY` once)"
+        )
     if not (url and key):
         raise ClientError(
             "not logged in: run `forwarder login --url URL --key KEY` (or pass --url and --key); make a key"
@@ -344,6 +349,8 @@ def destinations_command(args: argparse.Namespace) -> int:
             if args.json:
                 print(json.dumps(data))
             else:
+                if not data["destinations"]:
+                    _say("no destinations")  # as `status` says it: not an empty screen to wonder about
                 for d in data["destinations"]:
                     _say(f"{d['id']:<20} {d['type']:<13} {d['name']:<20} {_delivery_state(d)}")
             return EX_OK

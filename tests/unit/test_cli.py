@@ -398,6 +398,8 @@ def test_status_and_destinations_test_read_the_running_daemon(tmp_path: Path) ->
     )
     try:
         d.start()
+        none = run("destinations", "list", "--url", d.url, "--key", d.key)
+        assert (none.returncode, none.stdout) == (0, "no destinations\n")
         created = d.send(
             "POST", "/v1/log-destinations", {"type": "webhook", "name": "ok", "config": {"url": receiver.url}}
         )
@@ -438,6 +440,8 @@ def test_status_and_destinations_test_read_the_running_daemon(tmp_path: Path) ->
         assert listed.returncode == 0 and "dead" in listed.stdout
         keyless = run("status", "--config", str(d.config_path), env=no_login)
         assert keyless.returncode == 1 and "forwarder keys create" in keyless.stderr
+        urlless = run("status", "--key", d.key, env=no_login)
+        assert urlless.returncode == 1 and "no URL of the daemon" in urlless.stderr and d.key not in urlless.stderr
         bad = tmp_path / "bad.toml"
         bad.write_text("[server]\nport = -1\n")
         assert run("status", "--config", str(bad), "--key", d.key, env=no_login).returncode == 78
