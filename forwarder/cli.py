@@ -298,7 +298,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("run", help="run the daemon")
-    p.add_argument("--config", "-c", default=DEFAULT_CONFIG, help="TOML config file")
+    p.add_argument(
+        "--config",
+        "-c",
+        default=DEFAULT_CONFIG,
+        help="TOML config file (default: $FORWARDER_CONFIG, else /etc/forwarder/forwarder.toml)",
+    )
     p.add_argument(
         "--log-level",
         choices=LOG_LEVELS,
@@ -307,16 +312,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("check-config", help="validate a config file; exit 78 listing every mistake")
-    p.add_argument("path")
+    p.add_argument("path", help="the TOML file; prints PATH: ok (N database(s)) and exits 0 when it is valid")
     p.set_defaults(func=cmd_check_config)
 
     p = sub.add_parser("keys", help="manage API keys (on this host's store)")
     ksub = p.add_subparsers(dest="keys_command", required=True)
     config_arg = argparse.ArgumentParser(add_help=False)
-    config_arg.add_argument("--config", "-c", default=DEFAULT_CONFIG, help="TOML config file (for the store path)")
+    config_arg.add_argument(
+        "--config",
+        "-c",
+        default=DEFAULT_CONFIG,
+        help="TOML config file, for the store path (default: $FORWARDER_CONFIG, else /etc/forwarder/forwarder.toml)",
+    )
     k = ksub.add_parser("create", help="create a key and print it once", parents=[config_arg])
-    k.add_argument("--role", required=True, choices=["read-only", "read-write"])
-    k.add_argument("--name", default="")
+    k.add_argument(
+        "--role", required=True, choices=["read-only", "read-write"], help="read-only keys cannot change anything"
+    )
+    k.add_argument("--name", default="", help="a label to tell keys apart in `keys list` and the audit")
     k.add_argument(
         "--org",
         help="the organization the key belongs to (default: default); Ask's settings, key and conversations are"
@@ -341,8 +353,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_parse)
 
     p = sub.add_parser("login", help="check an API key against a server and store it for the CLI")
-    p.add_argument("--url", required=True)
-    p.add_argument("--key", required=True)
+    p.add_argument("--url", required=True, help="the daemon's address, e.g. http://127.0.0.1:8780")
+    p.add_argument(
+        "--key", required=True, help="an API key; saved with the URL in ~/.config/forwarder/credentials.json (0600)"
+    )
     p.set_defaults(func=cmd_login)
 
     from forwarder.client import add_logs_parser, add_operator_parsers

@@ -142,6 +142,12 @@ RETENTION_DELETED: Final = Counter(
     ("reason",),
     registry=REGISTRY,
 )
+# Their reasons are a closed set: each series exists at 0 from the start, so that increase() and
+# rate() see the first failure or deletion (a series born at 1 shows no increase).
+for _reason in ("disk_full", "other"):
+    STORE_WRITE_FAILURES.labels(_reason)
+for _reason in ("age", "size"):
+    RETENTION_DELETED.labels(_reason)
 
 # --- HTTP API --------------------------------------------------------------------------------
 

@@ -4,7 +4,10 @@ with, and the shipped alerts (deploy/prometheus/alerts.yml) would miss a one-off
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -69,3 +72,19 @@ def test_the_reasons_are_the_documented_ones() -> None:
     assert documented("forwarder_destination_failures_total") == every_failure
     assert documented("forwarder_destination_lines_dropped_total") == set(metrics.DROP_REASONS)
     assert documented("forwarder_ingest_time_fallbacks_total") >= set(metrics.TIME_FALLBACK_REASONS)
+
+
+@pytest.mark.parametrize(
+    "metric", ["forwarder_store_write_failures_total", "forwarder_store_retention_deleted_lines_total"]
+)
+def test_the_stores_counters_start_at_0_with_every_documented_reason(metric: str) -> None:
+    # A fresh interpreter: this process's other tests may have counted some already.
+    code = (
+        "import json; from forwarder import metrics; "
+        f"print(json.dumps(sorted(s.labels['reason'] for f in metrics.REGISTRY.collect() "
+        f"for s in f.samples if s.name == {metric!r} and s.value == 0)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    row = next(line for line in OPERATIONS.read_text().splitlines() if line.startswith(f"| `{metric}`"))
+    reasons = re.findall(r"`([a-z0-9_]+)`", row.split("|")[3])  # the Labels column: reason (`a`, `b`)
+    assert reasons and json.loads(out) == sorted(reasons)
