@@ -25,6 +25,8 @@ useful one.
 Placeholders (`%%` is a literal percent sign):
 
     %i  text inside double quotes, kept: an identifier ("orders", "shop.public.t", a file path)
+    %I  the same where the closing quote ends the line: PostgreSQL prints a name as it is, so a
+        name with a double quote in it (`in relation "Tab"le"`) is read up to the line's last quote
     %w  one word, kept: a bare name, a keyword, a lock mode, an auth method (no space or quote)
     %n  a number, kept
     %t  a type name, kept: integer, character varying(10), timestamp with time zone, mood[]
@@ -76,6 +78,7 @@ _KEY: Final = 5
 # template like `Key (%s)=(%v)` quadratic).
 _PLACEHOLDERS: Final[dict[str, tuple[str, int]]] = {
     "i": (r'[^"\n]{0,300}', _KEEP),
+    "I": (r"[^\n]{0,300}", _KEEP),
     "w": (r"[^\s\"',()]{1,200}", _KEEP),
     "n": (r"-?\d{1,20}(?:\.\d{1,20})?", _KEEP),
     "t": (r"[\w$.\" \[\]]{1,100}?(?:\(\d{1,10}(?:,\d{1,10})?\))?(?:\[\])*", _KEEP),
@@ -795,14 +798,14 @@ _TEMPLATES: Final[tuple[str, ...]] = (
     "COPY %w, line %n, column %w: %v",
     "COPY %w, line %n: %v",
     "COPY %w, line %n",
-    'while inserting index tuple (%s) in relation "%i"',
-    'while updating tuple (%s) in relation "%i"',
-    'while deleting tuple (%s) in relation "%i"',
-    'while locking tuple (%s) in relation "%i"',
-    'while locking updated version (%s) of tuple (%s) in relation "%i"',
-    'while checking uniqueness of tuple (%s) in relation "%i"',
-    'while checking exclusion constraint on tuple (%s) in relation "%i"',
-    'while rechecking updated tuple (%s) in relation "%i"',
+    'while inserting index tuple (%s) in relation "%I"',
+    'while updating tuple (%s) in relation "%I"',
+    'while deleting tuple (%s) in relation "%I"',
+    'while locking tuple (%s) in relation "%I"',
+    'while locking updated version (%s) of tuple (%s) in relation "%I"',
+    'while checking uniqueness of tuple (%s) in relation "%I"',
+    'while checking exclusion constraint on tuple (%s) in relation "%I"',
+    'while rechecking updated tuple (%s) in relation "%I"',
     'while scanning block %n of relation "%i"',
     'while scanning block %n offset %n of relation "%i"',
     'while scanning relation "%i"',
@@ -1038,7 +1041,7 @@ class _Template:
     __slots__ = ("actions", "needle", "regex")
 
     def __init__(self, text: str) -> None:
-        parts = re.split(r"%([a-zQ%])", text)
+        parts = re.split(r"%([a-zIQ%])", text)
         # Its longest literal text: a line without it cannot match (checked before the regex for
         # the templates that start with a placeholder, which every unknown line would try).
         self.needle = max(parts[0::2], key=len)
