@@ -236,7 +236,15 @@ class Insights:
                     _evaluate_at, c, rule, db, database_id, rule_name, subject, lookback_us, since_us
                 )
                 draft = evaluate(at)
-                F.save(c, db, database_id, rule_name, subject, draft, at)
+                when = at
+                if draft is None and F.is_open(c, database_id, rule_name, subject):
+                    # It resolves when the rule would have resolved it after its newest line: a
+                    # sweep after the daemon was stopped for hours, or a backlog's late lines, is
+                    # not the moment it ended.
+                    newest = F.last_seen(c, db, rule_name, subject)
+                    if newest is not None and newest < at:
+                        when = _resolved_at(evaluate, newest, lookback_us, at)
+                F.save(c, db, database_id, rule_name, subject, draft, when)
                 if draft is not None and now_us - at > lookback_us and evaluate(now_us) is None:
                     # A backlog of old lines: the finding is recorded as it was, but its window had
                     # passed before they were read. It resolves when the rule would have resolved it.

@@ -234,6 +234,13 @@ def newest_us(conn: sqlite3.Connection, db: int, database_id: str, rule: str, su
     return int(row[0]) or None
 
 
+def is_open(conn: sqlite3.Connection, database_id: str, rule: str, subject: str) -> bool:
+    row = conn.execute(
+        "SELECT status FROM insight_findings WHERE id = ?", (finding_id(database_id, rule, subject),)
+    ).fetchone()
+    return row is not None and row[0] == "open"
+
+
 def last_seen(conn: sqlite3.Connection, db: int, rule: str, subject: str) -> int | None:
     row = conn.execute(
         "SELECT last_us FROM insight_subjects WHERE db = ? AND rule = ? AND subject = ?", (db, rule, subject)
@@ -272,17 +279,22 @@ def save(
         orjson.dumps(evidence_json(ev)),
         orjson.dumps([fix_json(f) for f in draft.fixes]),
     )
+    # Last seen: the subject's newest line, not the time it was evaluated at (a sweep's now),
+    # which a finding with no new line would otherwise carry forward at every sweep. (A rule
+    # without lines of its own, the query regressions, ends its evidence at its newest call.)
+    newest = last_seen(conn, db, rule, subject)
+    last_us = ev.window_to_us if newest is None else min(newest, ev.window_to_us)
     if row is None:
         conn.execute(
             "INSERT INTO insight_findings (id, db, rule, subject, severity, title, summary, evidence, fixes,"
             " first_us, last_us, status) VALUES (?,?,?,?,?,?,?,?,?,?,?, 'open')",
-            (fid, db, rule, subject, *values, ev.window_from_us, ev.window_to_us),
+            (fid, db, rule, subject, *values, ev.window_from_us, last_us),
         )
         return "opened"
     conn.execute(
         "UPDATE insight_findings SET severity = ?, title = ?, summary = ?, evidence = ?, fixes = ?,"
-        " first_us = min(first_us, ?), last_us = max(last_us, ?), status = 'open', resolved_us = NULL WHERE id = ?",
-        (*values, ev.window_from_us, ev.window_to_us, fid),
+        " first_us = min(first_us, ?), last_us = ?, status = 'open', resolved_us = NULL WHERE id = ?",
+        (*values, ev.window_from_us, last_us, fid),
     )
     return "updated" if row[0] == "open" else "reopened"
 

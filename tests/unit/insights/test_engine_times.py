@@ -161,6 +161,33 @@ async def test_a_backlog_past_its_window_records_the_finding_resolved_when_the_r
         assert dead.last_seen_us + HOUR * US <= dead.resolved_us <= dead.last_seen_us + (HOUR + 60) * US
 
 
+async def test_last_seen_is_the_newest_line_not_the_last_sweep(tmp_path: Path) -> None:
+    # `from` lists findings last seen at or after it: a sweep that found nothing new must not
+    # make an hour-old deadlock look current.
+    async with world(tmp_path, T0) as w:
+        await w.add(deadlock(T0 + 5))
+        for minutes in (10, 30, 59):
+            await w.at(T0 + minutes * 60)
+        dead = (await w.findings())["deadlocks"]
+        assert (dead.status, dead.last_seen_us) == ("open", int((T0 + 5) * US))
+        recent = await w.insights.findings(w.identity.code, None, int((T0 + 30 * 60) * US), 10)
+        assert recent == []
+
+
+async def test_a_finding_the_daemon_was_stopped_through_resolves_when_the_rule_resolves_it(tmp_path: Path) -> None:
+    async with world(tmp_path, T0 + 30) as w:
+        await w.add(deadlock(T0 + 10))
+        await w.at(T0 + 600)
+        assert (await w.findings())["deadlocks"].status == "open"
+        w.clock.advance(3 * HOUR)  # stopped for three hours; the first sweep after the start
+        fresh = Insights(w.store, w.clock, retention_days=7, database_ids=["main"])
+        await fresh.sweep()
+        dead = {f.rule: f for f, _ in await fresh.findings(w.identity.code, None, None, 50)}["deadlocks"]
+        assert dead.status == "resolved" and dead.resolved_us is not None
+        # An hour after the last deadlock, to the minute its window counts in; not the restart.
+        assert dead.last_seen_us + HOUR * US <= dead.resolved_us <= dead.last_seen_us + (HOUR + 60) * US
+
+
 async def test_a_removed_database_gets_no_findings_open_series_again(tmp_path: Path) -> None:
     def series() -> set[tuple[str, str]]:
         return {

@@ -90,6 +90,17 @@ async def test_no_finding_without_enough_calls_or_slowdown(
     assert await world.regressions() == []
 
 
+@pytest.mark.parametrize(("before_ms", "after_ms"), [(1.1, 2.2), (1.7, 3.4), (1.3, 2.6), (2.0, 4.0)])
+async def test_a_query_exactly_twice_as_slow_is_a_regression(world: World, before_ms: float, after_ms: float) -> None:
+    # Sums of durations are not exact in binary (30 x 1.1 ms is 33.000000000000004): "at least
+    # twice its mean" must not depend on how they round.
+    await world.calls(spread(30, T0 - 20 * HOUR, T0 - 2 * HOUR), before_ms)
+    await world.calls(spread(10, T0 - 0.5 * HOUR, T0 - 60), after_ms)
+    await world.insights.sweep()
+    [(status, _, facts)] = await world.regressions()
+    assert status == "open" and facts["ratio"] == 2.0
+
+
 async def test_a_tiny_query_that_doubled_is_no_news(world: World) -> None:
     await world.calls(spread(60, T0 - 20 * HOUR, T0 - 2 * HOUR), 0.02)
     await world.calls(spread(12, T0 - 0.5 * HOUR, T0 - 60), 0.5)
