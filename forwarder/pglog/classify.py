@@ -78,6 +78,8 @@ _ERROR_SEVERITIES: Final = frozenset({"ERROR", "FATAL", "PANIC"})
 # postgres.c: "duration: %s ms" + optional "  statement: %s" | "  execute %s%s%s: %s" |
 # "  parse %s: %s" | "  bind %s%s%s: %s"
 _DURATION_LABELS: Final = ("  statement", "  execute ", "  parse ", "  bind ")
+# A fast-path call's function, by name and OID (postgres.c): a function of the server's catalog.
+_SAFE_FASTPATH: Final = re.compile(r'"[\w$]{1,63}" \(OID \d{1,10}\)').fullmatch
 # postgres.c: "statement: %s" | "execute %s%s%s: %s" (log_statement)
 _STATEMENT: Final = re.compile(r"(statement|execute(?: fetch from)? [^:\n]*): (.*)", re.DOTALL)
 # proc.c: "process %d still waiting for %s on %s after %ld.%03d ms" and friends;
@@ -546,6 +548,11 @@ def classify(severity: str, message: str, sqlstate: str | None) -> Classificatio
                         Classification,
                         ("slow_query", sqlstate, float(number), message[:colon], message[colon + 2 :], safe),
                     )
+                elif message.startswith("  fastpath function call: ", rest):
+                    # postgres.c HandleFunctionRequest: libpq's fast-path calls (its large-object
+                    # API: lo_open, lo_write...), "fastpath function call: \"%s\" (OID %u)"
+                    safe = _SAFE_FASTPATH(message, rest + 26) is not None
+                    return _new(Classification, ("slow_query", sqlstate, float(number), message, None, safe))
                 elif message.startswith("  plan:", rest):
                     # auto_explain (contrib/auto_explain/auto_explain.c): "duration: %.3f ms  plan:\n%s".
                     # The plan (text, JSON, YAML or XML) holds the query text and the values of its
@@ -574,6 +581,9 @@ def classify(severity: str, message: str, sqlstate: str | None) -> Classificatio
         found = _audit(severity, sqlstate, message)
         if found is not None:
             return found
+    elif c == "f" and message.startswith("fastpath function call: "):
+        safe = _SAFE_FASTPATH(message, 24) is not None
+        return _new(Classification, ("statement", sqlstate, None, message, None, safe))
     elif c == "s" and message.startswith("statement: "):
         return _new(Classification, ("statement", sqlstate, None, "statement", message[11:], True))
     elif c == "e" and message.startswith("execute "):

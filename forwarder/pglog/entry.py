@@ -27,6 +27,7 @@ Choices documented here because every format shares them:
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 from forwarder.model import Kind, LogLine
@@ -195,8 +196,10 @@ class Entry:
                 redacted = False
             elif self.query is None and (position := _syntax_error_at(message, sqlstate)) > 0:
                 # (with a QUERY, the position is in that internal query: elog.c internalpos, and
-                # the statement itself parsed)
+                # the statement itself parsed; the query is reduced below)
                 statement, redacted, fp = normalize_refused(statement, position)
+            elif self.query is None and (position := _unknown_column_at(message, sqlstate)) > 0:
+                statement, redacted, fp = normalize_refused(statement, position, reference=True)
             else:
                 statement, redacted, fp = normalize_statement(statement)
             # (the common case, no CONTEXT and no P0001, without a call: this runs for every entry)
@@ -221,7 +224,12 @@ class Entry:
                 context, changed = redact_text(context)
                 redacted = redacted or changed
             if query is not None:
-                query, changed = normalize(query)
+                if (position := _syntax_error_at(message, sqlstate)) > 0:
+                    query, changed, _ = normalize_refused(query, position)
+                elif (position := _unknown_column_at(message, sqlstate)) > 0:
+                    query, changed, _ = normalize_refused(query, position, reference=True)
+                else:
+                    query, changed = normalize(query)
                 redacted = redacted or changed
         if query is not None:
             context = f"internal query: {query}" if context is None else f"internal query: {query}\n{context}"
@@ -290,11 +298,16 @@ _PARSER_ERRORS: Final = (
 
 
 def _syntax_error_at(message: str, sqlstate: str | None) -> int:
-    """Where the server's parser stopped, when `message` is its syntax error (SQLSTATE 42601, or
-    scan.l/gram.y's wording when the log has no SQLSTATE) ending in `at character N`; else 0.
+    """Where the statement stops being SQL as its author meant it, when `message` says so with `at
+    character N`; else 0. 1 (all of it) for a statement that ended too soon.
 
-    Such a statement does not parse: its bare words after that point are as likely a value the
-    client forgot to quote as names (normalize.py, `_strict_scrub`)."""
+    - The parser's syntax error (SQLSTATE 42601, or scan.l/gram.y's wording when the log has no
+      SQLSTATE): the statement does not parse from there on, and its bare words after that point
+      are as likely a value the client forgot to quote as names (normalize.py, `_strict_scrub`).
+      At the end of the input (`WHERE email = alice AND`), nothing marks where it went wrong: a
+      trailing keyword stops the walk back over bare words before the position, so the whole
+      statement is read strictly.
+    """
     if sqlstate == "42601":
         # (a datatype's own input syntax error, "syntax error in tsvector: ...", is 42601 too,
         # but about a literal the statement holds: the statement itself parsed)
@@ -304,4 +317,24 @@ def _syntax_error_at(message: str, sqlstate: str | None) -> int:
         return 0
     at = message.rfind(_AT_CHARACTER)
     digits = message[at + len(_AT_CHARACTER) :] if at >= 0 else ""
-    return int(digits) if digits.isdigit() else 0
+    if not digits.isdigit():
+        return 0
+    return 1 if message.startswith("syntax error at end of input") else int(digits)
+
+
+def _unknown_column_at(message: str, sqlstate: str | None) -> int:
+    """Where the statement names a column that does not exist (42703, `column "x" does not exist
+    at character N`); else 0. A value without its quotes parses as a column reference (`WHERE
+    email = alice`, or dynamic SQL a function built from a parameter, `EXECUTE '... = ' || $1`):
+    the statement parsed, so only that reference is taken for a value (normalize_refused's
+    `reference`), up to the next keyword."""
+    if sqlstate != "42703" and (sqlstate is not None or not message.startswith("column ")):
+        return 0
+    if not _UNKNOWN_COLUMN(message):
+        return 0
+    return int(message[message.rfind(_AT_CHARACTER) + len(_AT_CHARACTER) :])
+
+
+# parse_relation.c errorMissingColumn, parse_expr.c: `column "x" does not exist`, `column t.x does
+# not exist` (not `column "x" of relation "t" does not exist`: a column list's name, never a value)
+_UNKNOWN_COLUMN: Final = re.compile(r'column (?:"[^"\n]*"|[^\s"]+) does not exist at character \d+').fullmatch

@@ -234,19 +234,25 @@ _WORD_BEFORE: Final = re.compile(r"(?<![\w$\x80-\U0010ffff])[A-Za-z_\x80-\U0010f
 
 class _StrictNumberer(_Numberer):
     """`_Numberer` that also replaces, from `cut` on, every bare word that is not a keyword and
-    every quoted identifier."""
+    every quoted identifier; with `reference`, only up to the first keyword after `cut`."""
 
-    __slots__ = ("cut",)
+    __slots__ = ("cut", "end", "reference")
 
-    def __init__(self, start: int, cut: int) -> None:
+    def __init__(self, start: int, cut: int, reference: bool = False) -> None:
         super().__init__(start)
         self.cut = cut
+        self.end = -1  # where replacing stopped (reference: at a keyword); -1 while it goes on
+        self.reference = reference
 
     def __call__(self, m: re.Match[str]) -> str:
         group = m.lastgroup
         if group == "w" or group == _KEEP:
             word = m.group()
-            if m.start() < self.cut or (group == "w" and word.lower() in SQL_KEYWORDS):
+            if m.start() < self.cut or self.end >= 0:
+                return word
+            if group == "w" and word.lower() in SQL_KEYWORDS:
+                if self.reference:
+                    self.end = m.start()
                 return word
             self.changed = True
             self.n += 1
@@ -254,7 +260,7 @@ class _StrictNumberer(_Numberer):
         return super().__call__(m)
 
 
-def _strict_scrub(sql: str, position: int) -> tuple[str, bool]:
+def _strict_scrub(sql: str, position: int, reference: bool = False) -> tuple[str, bool]:
     """`scrub`, stricter, for a statement that does not parse: its words are as likely the user's.
 
     `position` is where the parser stopped (1-based, in characters, as PostgreSQL's `at character
@@ -263,7 +269,10 @@ def _strict_scrub(sql: str, position: int) -> tuple[str, bool]:
     right before it with only blanks between (`John`), every word that is not an SQL keyword and
     every quoted identifier becomes `$n` too; before that the statement parsed, and its names
     stay. With no position, that holds for the whole statement. Keywords, operators and
-    punctuation stay, so the statement keeps its shape for grouping.
+    punctuation stay, so the statement keeps its shape for grouping. With `reference`, the
+    statement parsed and `position` is a column reference it names that does not exist (a value
+    without its quotes: `WHERE email = alice@example.com`): only the words from there to the next
+    keyword go.
     """
     cut = min(max(position - 1, 0), len(sql)) if position > 0 else 0
     while cut > 0:
@@ -275,7 +284,7 @@ def _strict_scrub(sql: str, position: int) -> tuple[str, bool]:
     if "$" in sql:
         for p in _PARAM.findall(sql):
             start = max(start, int(p))
-    numberer = _StrictNumberer(start, cut)
+    numberer = _StrictNumberer(start, cut, reference)
     out = _LEX_STRICT.sub(numberer, sql)
     if numberer.changed:
         out = out.rstrip()
@@ -340,11 +349,13 @@ def normalize_statement(sql: str, with_fingerprint: bool = True) -> tuple[str, b
     return found
 
 
-def normalize_refused(sql: str, position: int) -> tuple[str, bool, str]:
+def normalize_refused(sql: str, position: int, *, reference: bool = False) -> tuple[str, bool, str]:
     """`normalize_statement` of a statement the server refused with a syntax error at character
     `position` (its message's `at character N`): reduced strictly (`_strict_scrub`) without asking
-    libpg_query, which is not given every statement (see `_MAX_PARSE`) and would refuse it too."""
-    text, changed = _strict_scrub(sql, position)
+    libpg_query, which is not given every statement (see `_MAX_PARSE`) and would refuse it too.
+    With `reference`, the server refused a column it names at `position` (42703): the statement
+    parsed, and only that reference is taken for a value."""
+    text, changed = _strict_scrub(sql, position, reference)
     return text, changed, fingerprint(text)
 
 

@@ -138,10 +138,12 @@ _TEMPLATES: Final[tuple[str, ...]] = (
     'relation "%i" already exists, skipping',
     'table "%i" does not exist',
     'table "%i" does not exist, skipping',
-    'column "%i" does not exist',
     'column "%i" of relation "%i" does not exist',
+    # A value without its quotes parses as a column reference (`WHERE email = alice`, dynamic SQL
+    # built from a parameter): the name of an unknown column may be data (entry.py, 42703).
+    'column "%v" does not exist',
     'column "%i" of relation "%i" already exists',
-    "column %w does not exist",
+    "column %v does not exist",
     'column reference "%i" is ambiguous',
     'column "%i" specified more than once',
     'column "%i" is of type %t but expression is of type %t',
