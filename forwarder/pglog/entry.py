@@ -328,9 +328,16 @@ def _unknown_column_at(message: str, sqlstate: str | None) -> int:
     email = alice`, or dynamic SQL a function built from a parameter, `EXECUTE '... = ' || $1`):
     the statement parsed, so only that reference is taken for a value (normalize_refused's
     `reference`), up to the next keyword."""
-    if sqlstate != "42703" and (sqlstate is not None or not message.startswith("column ")):
-        return 0
-    if not _UNKNOWN_COLUMN(message):
+    if sqlstate == "42703":
+        # any wording (a translated server's too: its position is English by now, see above); a
+        # column list's unknown name (`column "x" of relation "t"`) is a name, though a translated
+        # one is reduced needlessly
+        if message.startswith('column "') and '" of relation "' in message:
+            return 0
+        at = message.rfind(_AT_CHARACTER)
+        digits = message[at + len(_AT_CHARACTER) :] if at >= 0 else ""
+        return int(digits) if digits.isdigit() else 0
+    if sqlstate is not None or not message.startswith("column ") or not _UNKNOWN_COLUMN(message):
         return 0
     return int(message[message.rfind(_AT_CHARACTER) + len(_AT_CHARACTER) :])
 

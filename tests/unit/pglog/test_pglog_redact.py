@@ -789,6 +789,17 @@ def test_an_assert_is_a_functions_words_by_its_sqlstate_too() -> None:
     assert line.message == "..." and line.sqlstate == "P0004"
 
 
+def test_a_translated_unknown_column_is_reduced_by_its_sqlstate() -> None:
+    # lc_messages = 'de_DE': the words are German, the SQLSTATE and the position tell it
+    line = one(
+        _entry(
+            "FEHLER:  42703: Spalte »mark18« existiert nicht bei Zeichen 35",
+            "ANWEISUNG:  SELECT * FROM users WHERE email = MARK18",
+        )
+    )
+    assert "MARK18" not in line.statement.upper() and line.statement == "SELECT * FROM users WHERE email = $1"
+
+
 def test_a_column_list_names_its_unknown_column_as_it_is() -> None:
     # INSERT's column list holds names only: `column "x" of relation "t"` is kept whole
     line = one(
