@@ -20,7 +20,15 @@ shows as `#012`.
 How pieces are put back together:
 - Lines of one message share the process and `seq`; the message is complete when the process
   starts another message, or after IDLE_FLUSH_SECONDS without a piece of it (lines of other
-  processes may come in between), or at the end of the file.
+  processes may come in between), or at the end of the file, or when more than HOLD_BACK_BYTES
+  of messages that start after it wait for it (a process that never writes again, in a file read
+  faster than its quiet second passes).
+- Messages are fed to the stderr reader, one entry each, in the order they start. The file's
+  offset (`committed_offset`) is the start of the first message not returned, so an entry is
+  returned only once no message still held starts before its last line (`composed`'s hold-back,
+  told that line with `last=`): a restart at the offset after a kill -9 reads every message not
+  returned whole, and no line of one returned (its DETAIL after another process's line would
+  come out again, as an entry of its own).
 - A piece starts a new line of the message when it starts with a TAB (a continuation line) or
   with the server's prefix and a severity label (DETAIL, STATEMENT...); any other piece continues
   the line above. A TAB-led piece still continues the line above when PostgreSQL may have cut
@@ -59,7 +67,7 @@ from datetime import UTC, datetime, tzinfo
 from typing import Final
 
 from forwarder.model import LogLine
-from forwarder.pglog.composed import ComposedReader, parse_rfc3339
+from forwarder.pglog.composed import HOLD_BACK_BYTES, ComposedReader, parse_rfc3339
 from forwarder.pglog.reader import IDLE_FLUSH_SECONDS, MAX_ENTRY_BYTES, TEXT_ERRORS
 from forwarder.pglog.stderr import SECONDARY_WORDS
 from forwarder.pglog.times import load_zone
@@ -117,6 +125,7 @@ class _Message:
     last_piece: str = ""
     size: int = 0  # characters so far
     done: bool = False  # all its lines are in
+    last: int = 0  # where its last syslog line starts, when it has several (0: it has one)
     # A first line tagged `[1]` read before the file showed whether tags are sequence numbers:
     # its text still escaped, to be read as a piece (`unescape(newlines=False)`) if a `[2]` piece
     # of the same process settles that they are chunks.
@@ -141,6 +150,8 @@ class SyslogReader(ComposedReader):
         self._wall_clock = wall_clock
         self._held: dict[int, _Message] = {}  # per process: its message whose lines still come
         self._queue: deque[_Message] = deque()  # every message not fed yet, in the order they start
+        self._queued = 0  # characters of the messages in `_queue`
+        self._draining = False  # `_drain` is feeding: no message may be fed meanwhile
         self._numbered = True  # syslog_sequence_numbers (see the module docstring)
         self._settled = False  # the file has shown whether its tags are sequence numbers
 
@@ -149,14 +160,6 @@ class SyslogReader(ComposedReader):
     def feed(self, data: bytes, now: float) -> list[LogLine]:
         out = super().feed(data, now)
         self._out = out
-        self._complete_quiet(now)
-        self._sync_matched()
-        return out
-
-    def flush_idle(self, now: float) -> list[LogLine]:
-        out: list[LogLine] = []
-        self._out = out
-        self._inner.full_text = self.full_text
         self._complete_quiet(now)
         self._sync_matched()
         return out
@@ -171,7 +174,19 @@ class SyslogReader(ComposedReader):
             message.done = True
         self._held.clear()
         self._drain()
-        self._sync_matched()
+
+    def _idle_held(self, now: float) -> None:
+        self._complete_quiet(now)
+
+    def _give_up_held(self) -> bool:
+        # Not while `_drain` feeds a message (it calls back here through `_release`): that message
+        # may still be pending in the inner reader, and the next one fed would join it. `_drain`
+        # releases (and so gives up) once its loop is done.
+        if self._draining or not self._queue:
+            return False
+        self._complete(self._queue[0])
+        self._drain()
+        return True
 
     def _line(self, raw: bytes, start: int, cut: bool) -> None:
         text = raw.decode("utf-8", TEXT_ERRORS)
@@ -182,7 +197,10 @@ class SyslogReader(ComposedReader):
         m = _LINE.match(text)
         if m is None:
             # Not a syslog line: kept as an entry that did not parse, never dropped.
-            self._queue.append(_Message(None, start, None, self._now, None, [[unescape(text)]], done=True))
+            self._queue.append(
+                _Message(None, start, None, self._now, None, [[unescape(text)]], size=len(text), done=True)
+            )
+            self._queued += len(text)
             self._drain()
             return
         if m.group("tag") != self.ident:
@@ -230,35 +248,36 @@ class SyslogReader(ComposedReader):
             del self._held[pid]
             held.done = True
             held = None
+        if held is not None:  # a later piece of the message its process is sending
+            held.last_at = self._now
+            held.last = start
+            if held.undecided is not None:  # its `[1]` was the first piece: read it as one
+                held.lines[0][0] = held.last_piece = unescape(held.undecided, newlines=False)
+                held.undecided = None
+            if self._continues(held.last_piece, msg):
+                held.lines[-1].append(msg)
+            else:
+                held.lines.append([msg])
+            held.last_piece = msg
+            held.size += len(msg)
+            self._queued += len(msg)
+            if held.size > MAX_ENTRY_BYTES:  # not PostgreSQL's (its entries are cut at 1 MiB anyway): let it go
+                del self._held[pid]
+                held.done = True
+                self._drain()
+            elif self._queued - self._queue[0].size > HOLD_BACK_BYTES:
+                self._drain()  # too much waits behind the first message still held: see `_drain`
+            return
         if undecided:
             message = _Message(None, start, time_us, self._now, pid, [[msg]], msg, len(msg), undecided=escaped)
             self._held[pid] = message
-            self._queue.append(message)
-            self._drain()
-            return
-        if chunk is None:  # a message of one line
-            self._queue.append(_Message(seq, start, time_us, self._now, pid, [[msg]], done=True))
-            self._drain()
-            return
-        if held is None:
-            self._held[pid] = message = _Message(seq, start, time_us, self._now, pid, [[msg]], msg, len(msg))
-            self._queue.append(message)
-            self._drain()
-            return
-        held.last_at = self._now
-        if held.undecided is not None:  # its `[1]` was the first piece: read it as one
-            held.lines[0][0] = held.last_piece = unescape(held.undecided, newlines=False)
-            held.undecided = None
-        if self._continues(held.last_piece, msg):
-            held.lines[-1].append(msg)
+        elif chunk is None:  # a message of one line
+            message = _Message(seq, start, time_us, self._now, pid, [[msg]], size=len(msg), done=True)
         else:
-            held.lines.append([msg])
-        held.last_piece = msg
-        held.size += len(msg)
-        if held.size > MAX_ENTRY_BYTES:  # not PostgreSQL's (its entries are cut at 1 MiB anyway): let it go
-            del self._held[pid]
-            held.done = True
-            self._drain()
+            self._held[pid] = message = _Message(seq, start, time_us, self._now, pid, [[msg]], msg, len(msg))
+        self._queue.append(message)
+        self._queued += len(msg)
+        self._drain()
 
     # -- internals --------------------------------------------------------------------------------
 
@@ -287,20 +306,48 @@ class SyslogReader(ComposedReader):
         m = self._plain_match(piece)
         return m is None or m.group(self._plain_severity + 1) in SECONDARY_WORDS
 
+    def _complete(self, message: _Message) -> None:
+        """Take `message` as complete: a later piece of its process starts a message of its own."""
+        message.done = True
+        pid = message.pid
+        if pid is not None and self._held.get(pid) is message:
+            del self._held[pid]
+
     def _drain(self) -> None:
         """Feed the complete messages at the head of the queue, each one entry.
 
-        Entries come out in the order their messages start in the file, so every byte before the
-        first message still held is fed and none after it is: `committed_offset` stays exact.
+        Messages are fed in the order they start in the file, so every byte before the first
+        message still held is fed and none after it is. A message fed is one entry from its first
+        to its last syslog line (`last=`): when another process's message still held starts
+        between them, the composed reader holds the entry back until that one is fed, so that
+        `committed_offset` (before that message) stays before the entry's first line too (see
+        the module docstring). What waits behind a message still held is bounded: past
+        HOLD_BACK_BYTES it is taken as it is.
         """
-        queue = self._queue
-        while queue and queue[0].done:
-            message = queue.popleft()
-            text = "\n".join("".join(pieces) for pieces in message.lines)  # #012 gives newlines too
-            if text[-1:] == "\n":
-                text = text[:-1]  # PostgreSQL ends each message with a newline, kept when not split
-            self._feed_text(text.split("\n"), message.start, message.time_us, message.pid)
-            self._end_entry()
+        if self._draining:
+            return
+        self._draining = True
+        try:
+            queue = self._queue
+            while queue:
+                message = queue[0]
+                if not message.done:
+                    if self._queued - message.size <= HOLD_BACK_BYTES:
+                        break
+                    self._complete(message)
+                queue.popleft()
+                self._queued -= message.size
+                text = "\n".join("".join(pieces) for pieces in message.lines)  # #012 gives newlines too
+                if text[-1:] == "\n":
+                    text = text[:-1]  # PostgreSQL ends each message with a newline, kept when not split
+                self._feed_text(
+                    text.split("\n"), message.start, message.time_us, message.pid, last=message.last or message.start
+                )
+                self._end_entry()
+        finally:
+            self._draining = False
+        if self._returned:
+            self._release()  # what `_release` could not give up while feeding, or a message of no entry
 
     def _complete_quiet(self, now: float) -> None:
         for pid in [pid for pid, m in self._held.items() if now - m.last_at >= IDLE_FLUSH_SECONDS]:
