@@ -198,7 +198,11 @@ class Entry:
                 # (with a QUERY, the position is in that internal query: elog.c internalpos, and
                 # the statement itself parsed; the query is reduced below)
                 statement, redacted, fp = normalize_refused(statement, position)
-            elif self.query is None and (position := _unknown_column_at(message, sqlstate)) > 0:
+            elif (
+                self.query is None
+                and (sqlstate == "42703" or (sqlstate is None and message.startswith("column ")))
+                and (position := _unknown_column_at(message, sqlstate)) > 0
+            ):
                 statement, redacted, fp = normalize_refused(statement, position, reference=True)
             else:
                 statement, redacted, fp = normalize_statement(statement)
