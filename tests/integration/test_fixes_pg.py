@@ -18,6 +18,7 @@ from forwarder.app import Daemon
 from forwarder.clock import FakeClock
 from forwarder.config import config_from_dict
 from forwarder.insights.fixsql import quote_identifier, quote_literal
+from forwarder.insights.model import Finding
 from forwarder.insights.rules.autovacuum import Autovacuum, table_fix
 from forwarder.usecases.fixes import APPLICATION_NAME
 from tests.pgcluster import PgCluster, PgClusterFactory
@@ -188,13 +189,7 @@ async def test_a_table_fix_runs_in_the_database_its_log_line_names_not_the_conne
     draft = evaluate(Autovacuum(), observe(Autovacuum(), [report]), "Shop.public.select")
     assert draft is not None
     finding = replace(FINDING, rule="autovacuum", subject="Shop.public.select", fixes=draft.fixes)
-    assert env.daemon._ctx is not None
-    env.daemon._ctx.findings = _Both(OneFinding(finding), OneFinding(replace(finding, database_id="locked")))
-
-    headers = {"Authorization": f"Bearer {env.read_write}"}
-    body = {"finding_id": FINDING.id, "fix_id": "table-autovacuum"}
-    async with env.session.post(f"{env.base}/v1/databases/main/fixes", json=body, headers=headers) as resp:
-        status, answer = resp.status, await resp.json()
+    status, answer = await apply_table_fix(env, finding)
 
     assert status == 200, answer
     assert env.cluster.query(RELOPTIONS, db="Shop") == (
@@ -205,17 +200,21 @@ async def test_a_table_fix_runs_in_the_database_its_log_line_names_not_the_conne
     assert isinstance(record["details"], dict) and record["details"]["database"] == "Shop"
 
 
+async def apply_table_fix(env: Env, finding: Finding) -> tuple[int, Any]:
+    """POST the table-autovacuum fix of `finding` (the daemon's only finding) with a read-write key."""
+    assert env.daemon._ctx is not None
+    env.daemon._ctx.findings = _Both(OneFinding(finding), OneFinding(replace(finding, database_id="locked")))
+    headers = {"Authorization": f"Bearer {env.read_write}"}
+    body = {"finding_id": FINDING.id, "fix_id": "table-autovacuum"}
+    async with env.session.post(f"{env.base}/v1/databases/main/fixes", json=body, headers=headers) as resp:
+        return resp.status, await resp.json()
+
+
 async def test_a_table_fix_for_a_database_the_server_lacks_fails_and_changes_nothing(env: Env) -> None:
     env.cluster.psql('CREATE TABLE public."select" (id int);')
     fix = table_fix("Gone", "public", "select")
     finding = replace(FINDING, rule="autovacuum", subject="Gone.public.select", fixes=(fix,))
-    assert env.daemon._ctx is not None
-    env.daemon._ctx.findings = _Both(OneFinding(finding), OneFinding(replace(finding, database_id="locked")))
-
-    headers = {"Authorization": f"Bearer {env.read_write}"}
-    body = {"finding_id": FINDING.id, "fix_id": "table-autovacuum"}
-    async with env.session.post(f"{env.base}/v1/databases/main/fixes", json=body, headers=headers) as resp:
-        status, answer = resp.status, await resp.json()
+    status, answer = await apply_table_fix(env, finding)
 
     assert (status, answer["error"]["code"]) == (502, "fix_failed")
     assert 'database "Gone" does not exist' in answer["error"]["message"]

@@ -630,6 +630,19 @@ CRI_HEAD = (
 CRI_END = CRI_T + b"stderr F bbb'\n"
 
 
+async def cri_finished_after_a_restart(store: Store, log: Path) -> None:
+    """The F record written, then read by a new follower (the next run), which checks the store:
+    the stderr line whole, the stdout line once, in the order they start."""
+    with log.open("ab") as out:
+        out.write(CRI_END)
+    g = await follower(store, str(log), fmt="cri")
+    g.apply_settings(True, True)
+    await g.poll()
+    await g.drain()
+    assert await messages(store) == ["first", "statement", "hello-from-stdout"]
+    assert [d["statement"] for d in await docs(store)] == [None, "select 'aaabbb'", None]
+
+
 async def test_a_crash_while_a_container_line_is_in_pieces_stores_the_other_streams_line_once(
     store: Store, tmp_path: Path
 ) -> None:
@@ -643,14 +656,7 @@ async def test_a_crash_while_a_container_line_is_in_pieces_stores_the_other_stre
     await f.poll()
     assert await messages(store) == ["first"]
     abandon(f)  # kill -9
-    with log.open("ab") as out:
-        out.write(CRI_END)
-    g = await follower(store, str(log), fmt="cri")
-    g.apply_settings(True, True)
-    await g.poll()
-    await g.drain()
-    assert await messages(store) == ["first", "statement", "hello-from-stdout"]
-    assert [d["statement"] for d in await docs(store)] == [None, "select 'aaabbb'", None]
+    await cri_finished_after_a_restart(store, log)
 
 
 async def test_a_stop_while_a_container_line_is_in_pieces_leaves_it_for_the_next_run_whole(
@@ -663,14 +669,7 @@ async def test_a_stop_while_a_container_line_is_in_pieces_leaves_it_for_the_next
     f.apply_settings(True, True)
     await f.poll()
     await f.drain()  # SIGTERM
-    with log.open("ab") as out:
-        out.write(CRI_END)
-    g = await follower(store, str(log), fmt="cri")
-    g.apply_settings(True, True)
-    await g.poll()
-    await g.drain()
-    assert await messages(store) == ["first", "statement", "hello-from-stdout"]
-    assert [d["statement"] for d in await docs(store)] == [None, "select 'aaabbb'", None]
+    await cri_finished_after_a_restart(store, log)
 
 
 async def test_a_stop_while_a_syslog_message_may_still_have_lines_to_come_leaves_it_for_the_next_run(
