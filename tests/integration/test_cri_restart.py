@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +20,19 @@ from tests.crash import _kill
 from tests.daemonproc import DaemonProcess
 from tests.harness import poll_until
 
-T = b"2026-11-22T10:00:00.5Z "
+# Written now (a line older than the store's retention would be deleted as it is stored).
+NOW = datetime.now(UTC)
+T = NOW.strftime("%Y-%m-%dT%H:%M:%S.5Z ").encode()
+STAMP = NOW.strftime("%Y-%m-%d %H:%M:%S").encode()
 HEAD = (
     T
-    + b"stderr F 2026-11-22 10:00:00.000 UTC [7] LOG:  first\n"
+    + b"stderr F "
+    + STAMP
+    + b".000 UTC [7] LOG:  first\n"
     + T
-    + b"stderr P 2026-11-22 10:00:00.100 UTC [7] LOG:  statement: select 'aaa\n"
+    + b"stderr P "
+    + STAMP
+    + b".100 UTC [7] LOG:  statement: select 'aaa\n"
     + T
     + b"stdout F hello-from-stdout\n"
 )
