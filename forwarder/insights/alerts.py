@@ -146,8 +146,14 @@ def _apply(conn: sqlite3.Connection, values: Sequence[tuple[_Target, int]], now_
         if current is None and not fires:
             continue
         if current is None:
-            started = instance_id(rule.id, target.database_id, now_us)
-            current = AlertInstance(started, rule.id, target.database_id, "firing", now_us, None, value, 0, 0, "info")
+            # A new instance, whose id no earlier one has: one resolved and fired again at the same
+            # instant (a reload that lowered the threshold back) starts a microsecond later.
+            started_us = now_us
+            while get_instance(conn, started := instance_id(rule.id, target.database_id, started_us)) is not None:
+                started_us += 1
+            current = AlertInstance(
+                started, rule.id, target.database_id, "firing", started_us, None, value, 0, 0, "info"
+            )
         # The rule as it is now: a reload may have changed its threshold, window or severity.
         _save(
             conn,

@@ -239,6 +239,23 @@ async def test_a_rule_removed_by_a_reload_resolves_its_firing_alerts(world: Worl
     assert ("locks-main", "firing") not in await world.gauge()
 
 
+async def test_an_alert_that_fires_again_at_the_same_instant_is_a_new_one(world: World) -> None:
+    # A reload raises the threshold (resolved), another lowers it back, both before the clock
+    # moves: "if the rule fires again later, that is a new alert with a new id".
+    for ago in (1, 2, 3):
+        await world.store("main", "deadlock", ago_s=ago)
+    await world.tick()
+    for threshold in (4, 2):
+        rules = [{**RULES[0], "threshold": threshold}, *RULES[1:]]
+        (world.tmp / "forwarder.toml").write_text(_toml(rules, world.tmp))
+        done = world.alerts.evaluations
+        assert await world.daemon.reload()
+        await world.evaluated(done + 1)
+    alerts = await world.alerts_of("locks-main")
+    assert sorted(a["state"] for a in alerts) == ["firing", "resolved"]
+    assert len({a["id"] for a in alerts}) == 2
+
+
 async def test_a_database_removed_by_a_reload_resolves_its_firing_alerts(world: World) -> None:
     for db_id in ("main", "other"):
         await world.store(db_id, "error", ago_s=1, message="duplicate key value")
