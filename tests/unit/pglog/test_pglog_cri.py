@@ -16,6 +16,7 @@ from typing import Any
 
 from envelopes import CRI_MAX_LINE as MAX_LINE
 from envelopes import cri_of
+from pglog_helpers import fed_in_pieces, same
 
 from forwarder.model import LogLine, spec_fields
 from forwarder.pglog import make_reader, parse_stream
@@ -118,11 +119,6 @@ SPLIT_AROUND_STDOUT = (
     + rec("stdout", "F", b"hello-from-stdout")
     + rec("stderr", "F", b"bbb'")
 )
-
-
-def same(lines: list[LogLine]) -> list[dict[str, Any]]:
-    """The fields, but the time of reading that lines without a prefix get."""
-    return [{k: v for k, v in spec_fields(x).items() if k != "time" or not x.unparsed} for x in lines]
 
 
 def restart_everywhere(data: bytes, *, flushed: bool, cuts: Iterable[int] | None = None) -> None:
@@ -237,15 +233,7 @@ def test_interleaved_streams_read_as_each_alone_and_each_entry_once_across_resta
         restart_everywhere(data, flushed=False, cuts=[0, *ends, *(end - 9 for end in ends)])
         # Fed in pieces: the same entries, and an offset that never goes back.
         reader = make_reader("cri", line_prefix="%m [%p] ", timezone="UTC", full_text=True)
-        got: list[LogLine] = []
-        offset, at = 0, 0
-        while at < len(data):
-            step = rng.randint(1, 200)
-            got += reader.feed(data[at : at + step], 0.0)
-            at += step
-            assert offset <= reader.committed_offset <= at
-            offset = reader.committed_offset
-        assert same(got + reader.flush()) == same(lines)
+        assert same(fed_in_pieces(reader, data, rng, 200)) == same(lines)
 
 
 def test_a_stdout_line_left_without_its_end_holds_stderr_back_for_a_second_only() -> None:

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable
-from typing import Any
 
 from envelopes import syslog_of
+from pglog_helpers import fed_in_pieces, same
 
-from forwarder.model import LogLine, spec_fields
+from forwarder.model import LogLine
 from forwarder.pglog import make_reader, parse_stream
 from forwarder.pglog.composed import HOLD_BACK_BYTES
 from forwarder.pglog.syslog import SyslogReader
@@ -32,11 +32,6 @@ def read(data: bytes, *, prefix: str = PREFIX) -> list[LogLine]:
 
 def reader() -> SyslogReader:
     return SyslogReader(line_prefix=PREFIX, timezone="UTC", full_text=True)
-
-
-def same(lines: list[LogLine]) -> list[dict[str, Any]]:
-    """The fields, but the time of reading that lines without a prefix get."""
-    return [{k: v for k, v in spec_fields(x).items() if k != "time" or not x.unparsed} for x in lines]
 
 
 def sys_line(pid: int, tag: str, text: str) -> bytes:
@@ -205,16 +200,7 @@ def test_random_interleavings_read_as_each_process_alone_and_each_entry_once_acr
         ends = [i + 1 for i, byte in enumerate(data) if byte == 0x0A]
         restart_everywhere(data, [0, *ends, *(end - 9 for end in ends)])
         # Fed in pieces: the same entries, and an offset that never goes back.
-        r = reader()
-        got: list[LogLine] = []
-        offset, at = 0, 0
-        while at < len(data):
-            step = rng.randint(1, 300)
-            got += r.feed(data[at : at + step], 0.0)
-            at += step
-            assert offset <= r.committed_offset <= min(at, len(data))
-            offset = r.committed_offset
-        assert same(got + r.flush()) == same(lines)
+        assert same(fed_in_pieces(reader(), data, rng, 300)) == same(lines)
 
 
 def test_a_message_whose_process_stays_quiet_holds_back_at_most_hold_back_bytes() -> None:
