@@ -58,6 +58,10 @@ FEED_BYTES = CHUNK_BYTES
 MISMATCH_LINES = 20  # this many physical lines and none in the configured format: say so
 RETIRED_HEADS = 64
 COMPARE_BYTES = 4096  # of a file with the same head, compared to tell a copy from another file
+# A new file that may be a copy still being written (logrotate's copytruncate: the directory's change
+# wakes a poll as soon as the copy is created) is read once it has not changed for this long, if it
+# does not have a whole head or reach where its original was read to before (_copy_in_progress).
+COPY_WAIT_SECONDS = 1.0
 SKIP_LOGGED = 256  # skipped entries remembered as already logged
 IDLE_CLOSE_SECONDS = 300  # an older file unchanged this long gives its descriptor back
 # A file that left the glob is still read through its descriptor until it has not grown for this
@@ -201,6 +205,8 @@ class DatabaseFollower(Follower):
         self._private = [Path(store_path + suffix) for suffix in _STORE_SUFFIXES] + list(private)
         self._skip_logged: set[Skipped] = set()
         self._files: dict[tuple[int, int], _File] = {}
+        # New files not read yet, as they may be copies being written: their size, and since when
+        self._undecided: dict[tuple[int, int], tuple[int, float]] = {}
         self._known: dict[tuple[int, int], SourceFile] = {}
         # head -> end offset of files truncated or gone, and (a gone file's) last bytes before it
         self._retired: dict[bytes, tuple[int, bytes]] = {}
@@ -445,9 +451,12 @@ class DatabaseFollower(Follower):
         newest_key, (newest_path, _) = order[-1]
         now = self._clock.monotonic()
         problem: SourceStatus | None = None
+        self._undecided = {k: v for k, v in self._undecided.items() if k in found}
         for key, (path, st) in order:
             try:
                 f = self._files.get(key) or await self._open(key, path)
+                if f is None:  # maybe a copy still being written: looked at again next poll
+                    continue
                 f.path = path
                 f.gone_since = None  # renamed back into the glob
                 await self._read_file(f, now)
@@ -507,18 +516,24 @@ class DatabaseFollower(Follower):
                 self._skip_logged.clear()
             self._skip_logged.add(s)
 
-    async def _open(self, key: tuple[int, int], path: str) -> _File:
+    async def _open(self, key: tuple[int, int], path: str) -> _File | None:
+        """Follow the file `path` from where its stored lines end (None: not yet, see `_follow`)."""
         fh = _open_regular(path, key)  # held across polls, closed by _File.close
         try:
-            return await self._follow(key, path, fh)
+            f = await self._follow(key, path, fh)
         except BaseException:
             # Not in _files: nothing else closes it (a parse worker failing to start leaked one a poll).
             fh.close()
             raise
+        if f is None:
+            fh.close()
+        return f
 
-    async def _follow(self, key: tuple[int, int], path: str, fh: BinaryIO) -> _File:
-        """A `_File` for `fh`, just opened: where to start reading it, and its reader."""
+    async def _follow(self, key: tuple[int, int], path: str, fh: BinaryIO) -> _File | None:
+        """A `_File` for `fh`, just opened: where to start reading it, and its reader; None while it
+        may be a copy still being written (`_copy_in_progress`)."""
         head = os.pread(fh.fileno(), HEAD_BYTES, 0)
+        size = os.fstat(fh.fileno()).st_size
         known = self._known.get(key)
         start = 0
         stored_head = head
@@ -526,15 +541,50 @@ class DatabaseFollower(Follower):
             # Same file as before the restart: resume where the stored lines end.
             start = known.offset
             stored_head = known.head
-        elif len(head) == HEAD_BYTES and (twin := self._same_head(head, fh.fileno())) is not None:
+        else:
             # A new inode with the first bytes of a file we read: a copy (logrotate copytruncate
             # with a glob that matches the copies). Its lines up to that file's offset are stored.
-            start = min(twin, os.fstat(fh.fileno()).st_size)
+            twin = self._same_head(head, fh.fileno()) if len(head) == HEAD_BYTES else None
+            if self._copy_in_progress(key, head, size, twin):
+                return None
+            self._undecided.pop(key, None)
+            if twin is not None:
+                start = min(twin, size)
         reader = await self._file_reader()
         f = _File(key[0], key[1], stored_head, path, start, reader, start, start, stored=known is not None)
         f.fh = fh
         self._files[key] = f
         return f
+
+    def _copy_in_progress(self, key: tuple[int, int], head: bytes, size: int, twin: int | None) -> bool:
+        """Whether a new file (`head`, `size`; `twin`: `_same_head`) may be a copy not written
+        whole yet, and is better left unread until the next poll.
+
+        logrotate's copytruncate creates the copy, then writes it: a poll in between sees it empty,
+        or with part of what it will hold. Read from its start then, the copy would store again what
+        its original stored. So a new file waits while it is empty and another file is or was read,
+        and, until it has not changed for COPY_WAIT_SECONDS, while its head is shorter than
+        HEAD_BYTES and begins another file's head, or it is shorter than where its twin was read
+        to (the server may have written more between the copy and the truncation: the copy then
+        never gets there, and is taken as it is).
+        """
+        if size == 0:
+            waiting = bool(self._files or self._retired or self._known)
+        elif twin is not None:
+            waiting = size < twin
+        elif len(head) < HEAD_BYTES:
+            heads = [f.head for f in self._files.values()] + list(self._retired)
+            waiting = any(h.startswith(head) for h in heads + [sf.head for sf in self._known.values()])
+        else:
+            waiting = False
+        if not waiting:
+            return False
+        now = self._clock.monotonic()
+        seen = self._undecided.get(key)
+        if seen is None or seen[0] != size:
+            self._undecided[key] = (size, now)
+            return True
+        return size == 0 or now - seen[1] < COPY_WAIT_SECONDS
 
     def _same_head(self, head: bytes, fd: int) -> int | None:
         """Where a copy (open as `fd`) of a file with this head continues, if we read such a file.

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import signal
 import time
 from collections import Counter
@@ -172,6 +171,15 @@ def test_rename_within_the_glob_is_the_same_file(tmp_path: Path, logs: Path) -> 
         d.close()
 
 
+def copy_in_blocks(source: Path, copy: Path) -> None:
+    """Copy as logrotate's copytruncate does, a block at a time (its sparse_copy loop): a poll woken
+    by the copy's creation can see it empty or part-written."""
+    with source.open("rb") as src, copy.open("wb") as dst:
+        while block := src.read(4096):
+            dst.write(block)
+            dst.flush()
+
+
 def test_copytruncate_with_copies_in_the_glob_reads_each_entry_once(tmp_path: Path, logs: Path) -> None:
     """Debian's logrotate rule for PostgreSQL: copy the file, then truncate it in place."""
     w = Writer(logs / "postgresql-15-main.log")
@@ -179,7 +187,7 @@ def test_copytruncate_with_copies_in_the_glob_reads_each_entry_once(tmp_path: Pa
     try:
         for rnd in range(4):
             w.entries(500)
-            shutil.copyfile(logs / "postgresql-15-main.log", logs / f"postgresql-15-main.log.{rnd}")
+            copy_in_blocks(logs / "postgresql-15-main.log", logs / f"postgresql-15-main.log.{rnd}")
             os.truncate(logs / "postgresql-15-main.log", 0)
             w.reopen(logs / "postgresql-15-main.log")  # the server keeps appending (O_APPEND)
             w.entries(100)

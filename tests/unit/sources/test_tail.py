@@ -595,6 +595,67 @@ async def test_a_new_file_that_starts_like_another_is_read_from_its_start(store:
     assert sorted(got) == sorted(f'relation "t{i}" does not exist' for i in (1, 2, 3, 4, 5, 1, 10, 11)), got
 
 
+# logrotate's copytruncate with a glob that matches the copies: the change of the directory wakes a
+# poll as soon as the copy is created, before its first bytes (or its last) are written.
+@pytest.mark.parametrize("seen", [0, 40, 600], ids=["empty", "shorter-than-a-head", "part-written"])
+async def test_a_copy_seen_while_it_is_written_stores_nothing_twice(store: Store, tmp_path: Path, seen: int) -> None:
+    log = tmp_path / "pg.log"
+    content = b"".join(entry(i) for i in range(1, 8))
+    log.write_bytes(content)
+    f = await follower(store, str(tmp_path / "pg.log*"))
+    await f.poll()
+    copy = tmp_path / "pg.log.1"
+    copy.write_bytes(content[:seen])
+    await f.poll()  # the copy as logrotate has written it so far
+    with copy.open("ab") as out:
+        out.write(content[seen:])
+    log.write_bytes(entry(20))  # truncated in place, and the server writes on
+    await f.poll()
+    await f.drain()
+    assert await messages(store) == [f'relation "t{i}" does not exist' for i in (1, 2, 3, 4, 5, 6, 7, 20)]
+
+
+async def test_a_copy_of_less_than_was_read_is_taken_as_it_is_once_it_stops_growing(
+    store: Store, tmp_path: Path
+) -> None:
+    # The server wrote entry 8 between logrotate's copy and its truncation, and we read it: the copy
+    # never reaches where the original was read to. Once it has not grown for a while, it is a copy.
+    log = tmp_path / "pg.log"
+    content = b"".join(entry(i) for i in range(1, 8))
+    log.write_bytes(content + entry(8))
+    clock = FakeClock()
+    f = await follower(store, str(tmp_path / "pg.log*"), clock)
+    await f.poll()
+    (tmp_path / "pg.log.1").write_bytes(content)
+    log.write_bytes(entry(20))
+    await f.poll()
+    clock.advance(tail.COPY_WAIT_SECONDS)
+    await f.poll()
+    await f.drain()
+    assert await messages(store) == [f'relation "t{i}" does not exist' for i in (1, 2, 3, 4, 5, 6, 7, 8, 20)]
+
+
+async def test_a_short_new_file_that_starts_like_another_is_read_once_it_stops_growing(
+    store: Store, tmp_path: Path
+) -> None:
+    # Too short to tell a copy from a new file by its head (the first line of another file): it may
+    # be a copy still being written. A new file that stays as it is a while is not one; it is read.
+    first = b"2026-11-22 10:00:01.000 UTC [101] LOG:  a\n"
+    assert len(first) < tail.HEAD_BYTES
+    (tmp_path / "postgresql-Mon.log").write_bytes(first + entry(2))
+    clock = FakeClock()
+    f = await follower(store, str(tmp_path / "*.log"), clock)
+    await f.poll()
+    (tmp_path / "postgresql-Tue.log").write_bytes(first)
+    await f.poll()
+    assert len(await messages(store)) == 2
+    clock.advance(tail.COPY_WAIT_SECONDS)
+    await f.poll()
+    await f.drain()
+    got = await messages(store)
+    assert len(got) == 3 and got[2] == got[0], got
+
+
 async def test_a_file_renamed_in_the_same_tick_as_the_new_one_appears_is_read_first(
     store: Store, tmp_path: Path
 ) -> None:
