@@ -127,7 +127,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
+    from forwarder.sources.check import log_notes
+
     config = load_or_exit(args.path)
+    # What the daemon's overview would say once it runs, said now: notes, the config is still valid.
+    for i, db in enumerate(config.databases):
+        for note in log_notes(db):
+            print(f"{args.path}: databases[{i}].{note}", file=sys.stderr)
     print(f"{args.path}: ok ({len(config.databases)} database(s))")
     return EX_OK
 

@@ -164,6 +164,46 @@ def test_check_config_reports_toml_syntax_and_missing_files(tmp_path: Path) -> N
     assert (out.returncode, out.stderr) == (78, f"{path}: not UTF-8 (byte 20), which TOML requires\n")
 
 
+def test_check_config_says_what_the_overview_would_about_the_log_files(tmp_path: Path) -> None:
+    # A valid config that reads nothing: the check says so (exit 0: a file may come later, and
+    # `systemctl reload` runs the check as the service's user).
+    logs = tmp_path / "pglog"
+    path = tmp_path / "f.toml"
+
+    def check(prefix: str, timezone: str = "UTC", glob: str = "*.log") -> list[str]:
+        path.write_text(
+            f'[store]\npath = "{tmp_path}/store.db"\n[[databases]]\nid = "main"\n'
+            f'log = {{ path = "{logs}/{glob}", line_prefix = "{prefix}", timezone = "{timezone}" }}\n'
+        )
+        out = run("check-config", str(path))
+        assert (out.returncode, out.stdout) == (0, f"{path}: ok (1 database(s))\n"), out.stderr
+        return out.stderr.splitlines()
+
+    assert check("%m [%p] ") == [f"{path}: databases[0].log.path: no directory {logs}"]
+    logs.mkdir()
+    assert check("%m [%p] ") == [
+        f"{path}: databases[0].log.path: no file matches {logs}/*.log yet; the daemon waits for one"
+        " (its overview says no_file)"
+    ]
+    lines = [f"2026-11-22 10:00:{i:02d}.000 UTC [12] LOG:  checkpoint starting: time\n" for i in range(30)]
+    (logs / "postgresql-Sun.log").write_text("an older file in another format\n")
+    newest = logs / "postgresql-Mon.log"
+    newest.write_text("".join(lines))
+    os.utime(logs / "postgresql-Sun.log", (1, 1))
+    assert check("%m [%p] ") == []
+    assert check("%t [%p] %q%u@%d ") == [
+        f"{path}: databases[0].log: none of the last 30 lines of {newest} is in the stderr format with line_prefix"
+        " '%t [%p] %q%u@%d ' (SHOW log_line_prefix; on the server); `forwarder parse` shows how each is read"
+    ]
+    (note,) = check("%m [%p] ", timezone="Europe/Berlin")
+    assert note.startswith(f"{path}: databases[0].log: {newest}: the log's times are in UTC, but log.timezone is")
+    # Only the end is read: the server's prefix now, not the one the file began with.
+    newest.write_text("another prefix\n" * 5000 + "".join(lines) * 40)  # 64 KiB and more of the right one
+    assert check("%m [%p] ") == []
+    newest.write_text("".join(lines) + "another prefix\n" * 5000)
+    assert "none of the last" in check("%m [%p] ")[0]
+
+
 def test_the_example_config_is_valid() -> None:
     out = run("check-config", str(REPO / "config.example.toml"))
     assert out.returncode == 0, out.stderr
