@@ -1,3 +1,3 @@
-from forwarder.cli import main
+from forwarder.entry import main
 
 raise SystemExit(main())

@@ -85,9 +85,10 @@ def report_config_error(path: str, problems: Sequence[str], level: str) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    # From the first moment: SIGHUP's default action ends the process, and logrotate's postrotate
-    # or `systemctl reload` may send it while the daemon starts (migrations can take a while).
-    # Daemon.run() replaces this with its reload handler; until then a SIGHUP is ignored.
+    # SIGHUP's default action ends the process, and logrotate's postrotate or `systemctl reload`
+    # may send it while the daemon starts (migrations can take a while). The entry point ignores
+    # it before the first heavy import (forwarder/entry.py); this is for a caller of main() itself.
+    # Daemon.run() replaces it with its reload handler; until then a SIGHUP is ignored.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     level = run_log_level(args)
     if level is None:
