@@ -46,6 +46,10 @@ log = logging.getLogger(__name__)
 TEST_TIMEOUT_SECONDS = 20.0
 TEST_LINE_ID = 0  # stored lines start at 1: id "0" marks the test line
 RESTART_SECONDS = 5.0  # after a failure of the loop itself (not of a delivery: those back off)
+# A changed destination's request in flight may finish this long before its loop restarts: cut
+# off, its batch is resent under the same delivery id, which the receiver had likely taken already
+# (a burst of config edits resent a batch per edit). The reload or the API change waits as long.
+CHANGE_GRACE_SECONDS = 5.0
 
 
 class DeliveryManager:
@@ -136,11 +140,16 @@ class DeliveryManager:
             else:
                 failures.ok("delivery loop works again", extra)
 
-    async def _stop(self, dest_id: str) -> None:
+    async def _stop(self, dest_id: str, grace_seconds: float = 0.0) -> None:
+        """Stop the destination's loop; a request in flight may finish for `grace_seconds`."""
         running = self._running.pop(dest_id, None)
         if running is None:
             return
         deliverer, task = running
+        deliverer.stopping = True  # no new batch: the loop ends once this attempt is recorded
+        if deliverer.sending and grace_seconds > 0:
+            with contextlib.suppress(TimeoutError):
+                await with_timeout(self._clock, _settled([task], None), grace_seconds)
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
@@ -156,9 +165,10 @@ class DeliveryManager:
         """Take a created or changed destination: restart its loop from its stored state.
 
         `retry_now`: the backoff ends (attempts and next attempt cleared) before the loop restarts,
-        so its batch in flight, kept with its delivery id, is sent at once.
+        so its batch in flight, kept with its delivery id, is sent at once. A request in flight
+        may finish first (CHANGE_GRACE_SECONDS): its outcome is recorded, not sent again.
         """
-        await self._stop(dest_id)
+        await self._stop(dest_id, CHANGE_GRACE_SECONDS)
         if retry_now:
             # Only once the old loop is stopped: a save of its last outcome would set them again.
             await self._store.end_backoff(dest_id)
