@@ -83,9 +83,11 @@ class Entry:
         """Start field `name` (detail, hint, ...) with `text`; later continuations go there.
 
         `name` None-valued fields are set; a repeated one is appended on a new line. Text past
-        `cap` bytes of the entry is cut and the entry marked truncated.
+        `cap` bytes of the entry is cut and the entry marked truncated: once the cap is reached,
+        a repeated label adds nothing (not even its line break).
         """
         self._close()
+        full = self.nbytes >= cap
         if self.nbytes + nbytes > cap:
             text = self._cut(text, nbytes, cap)
         self.nbytes += nbytes
@@ -93,7 +95,12 @@ class Entry:
         if name == "_drop":
             return
         old: str | None = getattr(self, name)
-        setattr(self, name, text if old is None else f"{old}\n{text}")
+        if old is None:
+            setattr(self, name, text)
+        elif not full:
+            # Joined with the lines that follow at _close: a field repeated line after line (a
+            # DETAIL label on each line) is not copied whole at each one.
+            self.parts = [old, text]
 
     def add_line(self, text: str, nbytes: int, cap: int) -> None:
         """Append a continuation line to the current field (a new line of it)."""

@@ -298,6 +298,17 @@ def test_entry_is_capped_at_one_mib() -> None:
     assert after.message == "after"
 
 
+def test_a_label_repeated_line_after_line_stops_growing_its_field_at_the_cap() -> None:
+    # Each line of a file written without the collector (or a crafted one) may carry a DETAIL label
+    # of its own: the field grows by lines, each on a line of its own, and stops at the cap.
+    text = line(1, "ERROR", "boom") + line(1, "DETAIL", "again") * 200_000 + line(1, "LOG", "after")
+    big, after = parse_text(text, full_text=True)
+    assert big.truncated and big.detail is not None
+    assert set(big.detail.split("\n")) == {"again"}
+    assert len(big.detail) <= MAX_ENTRY_BYTES  # the cap counts the log text, prefixes too
+    assert after.message == "after"
+
+
 def test_single_huge_line_is_capped_whether_fed_at_once_or_in_pieces() -> None:
     text = line(1, "LOG", "statement: SELECT '" + "s" * (3 * MAX_ENTRY_BYTES) + "'")
     (at_once,) = parse_text(text, full_text=False)
