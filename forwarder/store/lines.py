@@ -554,6 +554,12 @@ def _fts_ids(conn: sqlite3.Connection, match: str, low: int, high: int) -> tuple
 # --- reading ----------------------------------------------------------------------------------
 
 
+def scans_documents(query: LineQuery) -> bool:
+    """Whether `query` reads the document of every line it may match: a `q` with no word for the
+    index (`::`, `>`, `_`), found by a substring scan."""
+    return query.q is not None and not query_terms(query.q)
+
+
 def list_lines(conn: sqlite3.Connection, db_code: int, query: LineQuery) -> Page:
     """Lines of one database matching `query`, newest first.
 
@@ -595,7 +601,7 @@ def list_lines(conn: sqlite3.Connection, db_code: int, query: LineQuery) -> Page
         bounded = _Where(" AND ".join(where), params)
         envelope = (ranges[0][0], ranges[-1][1])
         return _page(conn, query, _word_search(conn, _Where(filters, filter_params), bounded, query, order, envelope))
-    if query.q is not None:
+    if query.q is not None:  # (scans_documents)
         # No letter or digit (`>`, `::`, `_`): nothing for the word index, so a substring scan
         # (of the text as given when folding leaves nothing: a lone mark, which the folded text lacks).
         where.append("fwd_doc_contains(doc, ?)")

@@ -199,6 +199,10 @@ class Store:
         self._lock_fd: int | None = None
         self._writer_pool = ThreadPoolExecutor(1, thread_name_prefix="store-writer")
         self._reader_pool = ThreadPoolExecutor(2, thread_name_prefix="store-reader")
+        # Searches that read every line's document (L.scans_documents: seconds at millions of lines)
+        # queue on a thread of their own: a few at once must not hold every reader while the API's
+        # other reads, the overview and the delivery's lag wait behind them.
+        self._scan_pool = ThreadPoolExecutor(1, thread_name_prefix="store-scan")
         self._checkpoint_pool = ThreadPoolExecutor(1, thread_name_prefix="store-checkpoint")
         self._checkpointer: sqlite3.Connection | None = None
         self._checkpoint: asyncio.Future[bool] | None = None  # the one in progress
@@ -303,6 +307,7 @@ class Store:
                     self._checkpointer.close()
                     self._checkpointer = None
                 self._reader_pool.shutdown(wait=True)
+                self._scan_pool.shutdown(wait=True)
                 with self._readers_lock:
                     for conn in self._readers:
                         conn.close()
@@ -477,8 +482,9 @@ class Store:
                 self._readers.append(conn)
         return conn
 
-    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run `fn` on a reader thread, in one read transaction (a consistent snapshot)."""
+    async def _read(self, fn: Callable[[sqlite3.Connection], T], pool: ThreadPoolExecutor | None = None) -> T:
+        """Run `fn` on a reader thread (of `pool`, else the readers'), in one read transaction (a
+        consistent snapshot)."""
 
         def _snap() -> T:
             conn = self._reader()
@@ -488,7 +494,7 @@ class Store:
             finally:
                 conn.execute("COMMIT")
 
-        return await asyncio.get_running_loop().run_in_executor(self._reader_pool, _snap)
+        return await asyncio.get_running_loop().run_in_executor(pool or self._reader_pool, _snap)
 
     def _now_us(self) -> int:
         return int(self._clock.now() * 1_000_000)
@@ -575,7 +581,8 @@ class Store:
     # --- reads --------------------------------------------------------------------------------
 
     async def list_lines(self, db_code: int, query: L.LineQuery) -> L.Page:
-        return await self._read(lambda c: L.list_lines(c, db_code, query))
+        pool = self._scan_pool if L.scans_documents(query) else None
+        return await self._read(lambda c: L.list_lines(c, db_code, query), pool)
 
     async def line(self, db_code: int, line_id: int) -> tuple[bytes, int] | None:
         """One line of a database: its document (id spliced in) and group key; None if absent."""

@@ -6,6 +6,7 @@ import asyncio
 import os
 import sqlite3
 import stat
+import threading
 from pathlib import Path
 
 import orjson
@@ -171,6 +172,33 @@ async def test_search_finds_the_same_lines_before_and_after_indexing(store: Stor
     assert after["nothing-here"] == []
     assert after["= $"] == [4]  # punctuation only: a substring match
     assert after['"'] == [2, 1]
+
+
+async def test_substring_searches_wait_for_each_other_not_the_other_reads(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A search with no word (`::`) reads every line's document: 18 s at 5 million lines. Three at
+    # once held both reader threads, and a plain page waited 43 s behind them.
+    ident = await store.register_database(db_config())
+    await store.append(ident, [line(i, message=f"cast {i}::int") for i in range(1, 4)], [], 0)
+    scanning = threading.Event()
+    go_on = threading.Event()
+    text_of = L.search_text
+
+    def slow(fields: object) -> str:  # a scan of millions of lines, held until the test lets it go
+        scanning.set()
+        go_on.wait(10)
+        return text_of(fields)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(L, "search_text", slow)
+    scans = [asyncio.create_task(store.list_lines(ident.code, LineQuery(q="::"))) for _ in range(3)]
+    try:
+        await asyncio.to_thread(scanning.wait, 10)
+        page = await asyncio.wait_for(store.list_lines(ident.code, LineQuery(limit=2)), 5)
+        assert ids(page.docs) == [3, 2]
+    finally:
+        go_on.set()
+    assert [ids(p.docs) for p in await asyncio.gather(*scans)] == [[3, 2, 1]] * 3
 
 
 async def test_time_window_is_from_inclusive_to_exclusive(store: Store) -> None:
