@@ -77,12 +77,12 @@ _LEX: Final = re.compile(
     [-/"'$.0-9eEbBxXnNuU]
     (?:
       (?<=-)(?P<c1>-[^\n]*)                                            # -- comment: removed
-    | (?<=/)(?P<c2>\*(?:[^*/]|\*(?!/)|/(?!\*))*(?:\*/|\Z)|\*.*)          # /* comment */: removed
-    | (?<=")(?P<q>(?:[^"]|"")*"?)                                     # "quoted identifier": kept
-    | (?<=')(?P<s1>(?:[^'\\]|\\.|'')*\\?(?:'|\Z))                     # 'string' (see below)
-    | (?<=[eE])(?<![\w$][eE])(?P<s2>'(?:[^'\\]|\\.|'')*\\?(?:'|\Z))      # E'string'
+    | (?<=/)(?P<c2>\*(?:[^*/]|\*(?!/)|/(?!\*))*+(?:\*/|\Z)|\*.*)          # /* comment */: removed
+    | (?<=")(?P<q>(?:[^"]|"")*+"?)                                     # "quoted identifier": kept
+    | (?<=')(?P<s1>(?:[^'\\]|\\.|'')*+\\?(?:'|\Z))                     # 'string' (see below)
+    | (?<=[eE])(?<![\w$][eE])(?P<s2>'(?:[^'\\]|\\.|'')*+\\?(?:'|\Z))      # E'string'
     | (?<=[bBxXnN])(?<![\w$].)(?P<s3>'[^']*(?:'|\Z))                  # B'', X'', N''
-    | (?<=[uU])(?<![\w$].)(?P<s4>&'(?:[^']|'')*(?:'|\Z))              # U&'string'
+    | (?<=[uU])(?<![\w$].)(?P<s4>&'(?:[^']|'')*+(?:'|\Z))              # U&'string'
     | (?<=\$)(?<![\w$]\$)(?P<s5>(?P<tag>(?:[A-Za-z_\x80-\U0010ffff][\w\x80-\U0010ffff]*)?)\$
           .*?(?:\$(?P=tag)\$|\Z))                                      # $tag$ dollar quote $tag$
     | (?<=[0-9])(?<![\w$.][0-9])(?P<n1>(?<=0)(?:[xX][0-9A-Fa-f_]+|[oO][0-7_]+|[bB][01_]+)\w*
@@ -99,9 +99,9 @@ _LEX_FAST: Final = re.compile(
     [-/"'$.0-9]
     (?:
       (?<=-)(?P<c1>-[^\n]*)
-    | (?<=/)(?P<c2>\*(?:[^*/]|\*(?!/)|/(?!\*))*(?:\*/|\Z)|\*.*)
-    | (?<=")(?P<q>(?:[^"]|"")*"?)
-    | (?<=')(?P<s1>(?:[^'\\]|\\.|'')*\\?(?:'|\Z))
+    | (?<=/)(?P<c2>\*(?:[^*/]|\*(?!/)|/(?!\*))*+(?:\*/|\Z)|\*.*)
+    | (?<=")(?P<q>(?:[^"]|"")*+"?)
+    | (?<=')(?P<s1>(?:[^'\\]|\\.|'')*+\\?(?:'|\Z))
     | (?<=\$)(?<![\w$]\$)(?P<s5>(?P<tag>(?:[A-Za-z_\x80-\U0010ffff][\w\x80-\U0010ffff]*)?)\$
           .*?(?:\$(?P=tag)\$|\Z))
     | (?<=[0-9])(?<![\w$.][0-9])(?P<n1>(?<=0)(?:[xX][0-9A-Fa-f_]+|[oO][0-7_]+|[bB][01_]+)\w*
@@ -483,7 +483,7 @@ def setting_values_removed(sql: str) -> str:
 # A parameter, or a list of them: `IN ($1, $2, $3)` and `IN ($4, $5)` have one shape.
 _PARAMS: Final = re.compile(r"\$\d+(?:\s*,\s*\$\d+)*")
 # A double-quoted name (`""` inside it is a quote), or the rest of the text after an opening quote.
-_QUOTED_NAME: Final = re.compile(r'("(?:[^"]|"")*"?)')
+_QUOTED_NAME: Final = re.compile(r'("(?:[^"]|"")*+"?)')
 # PostgreSQL folds only A-Z of an unquoted name (scansup.c, downcase_identifier): `Größe` and
 # `größe` are two names to it in UTF-8.
 _ASCII_LOWER: Final = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)

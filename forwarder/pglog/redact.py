@@ -1085,7 +1085,7 @@ _BY_WORD, _ANY_WORD = _build(_TEMPLATES)
 # A bind parameter list: every quoted value goes (log_parameter_max_length's cut values end in
 # `...'`, and a list cut by the entry cap may lack its closing quote); the rest must then be
 # exactly `$n = '...'` / `$n = NULL` items, or the whole list goes.
-_PARAM_VALUE: Final = re.compile(r"'(?:[^']|'')*(?:'|\Z)")
+_PARAM_VALUE: Final = re.compile(r"'(?:[^']|'')*+(?:'|\Z)")
 _PARAM_LIST: Final = re.compile(r"\$\d+ = (?:NULL|'\.\.\.')(?:, \$\d+ = (?:NULL|'\.\.\.'))*")
 
 
@@ -1219,7 +1219,7 @@ def redact_message(message: str) -> tuple[str, bool]:
 # one literal; on one line it is a syntax error, echoed in the error's STATEMENT all the same).
 _SQL_GAP: Final = r"(?:\s|/\*.*?\*/|--[^\n]*(?:\n|\Z))+"
 # (a backslash escapes a quote in any string: standard_conforming_strings may be off, see normalize.py)
-_SQL_STRING: Final = r"(?:[eE]?'(?:[^'\\]|\\.|'')*\\?|[uU]&'(?:[^']|'')*)(?:'|\Z)"
+_SQL_STRING: Final = r"(?:[eE]?'(?:[^'\\]|\\.|'')*+\\?|[uU]&'(?:[^']|'')*+)(?:'|\Z)"
 _PASSWORD: Final = re.compile(
     rf"""
       ((?:\bpassword|"password")(?:{_SQL_GAP})?)                                   # PASSWORD '..'

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from functools import partial
 
 import pglog_helpers
@@ -12,6 +13,8 @@ from pglog_helpers import PREFIX, T0
 
 from forwarder.pglog import IDLE_FLUSH_SECONDS, MAX_ENTRY_BYTES, WHOLE_WRITE_BYTES, make_reader
 from forwarder.pglog import reader as reader_module
+from forwarder.pglog.normalize import scrub
+from forwarder.pglog.redact import redact_text
 
 # These tests are about parsing and assembly, not value removal (test_pglog_redact.py): they read
 # with values kept, so made-up messages such as "boom" come out as written.
@@ -307,6 +310,25 @@ def test_a_label_repeated_line_after_line_stops_growing_its_field_at_the_cap() -
     assert set(big.detail.split("\n")) == {"again"}
     assert len(big.detail) <= MAX_ENTRY_BYTES  # the cap counts the log text, prefixes too
     assert after.message == "after"
+
+
+@pytest.mark.parametrize(
+    "sql",
+    ["SELECT '{x}", "SELECT '{x}' , 1", 'SELECT "{x}', "SELECT /* {x}", "SELECT E'{x}", "SELECT U&'{x}"],
+    ids=["open-string", "string", "identifier", "comment", "e-string", "u-string"],
+)
+def test_a_token_as_long_as_an_entry_is_read_in_memory_of_its_size(sql: str) -> None:
+    # re kept ~200 bytes of backtracking state per character of a quoted string, identifier or
+    # comment: a parse worker of ~20 MB took 250 MB for one entry at the cap.
+    text = sql.format(x="x" * MAX_ENTRY_BYTES)
+    tracemalloc.start()
+    try:
+        scrub(text)
+        redact_text(text)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * MAX_ENTRY_BYTES, peak  # a copy or two of the text at most
 
 
 def test_single_huge_line_is_capped_whether_fed_at_once_or_in_pieces() -> None:
