@@ -37,6 +37,10 @@ from forwarder.pglog.redact import TOKEN, redact_message, redact_text, scrub_pas
 from forwarder.pglog.translated import AT_CHARACTER_ENDS, english_position
 
 _new_line = tuple.__new__
+# The entry cap: log text past this many bytes of an entry is cut (the readers count it as they
+# take lines), and a statement whose normalization came out longer (a placeholder is longer than
+# the literal it replaces: `$524288` for `1`) is cut to it. A mirror of forwarder.pglog's.
+MAX_ENTRY_BYTES: Final = 1 << 20
 # Kinds whose messages `classify` may prove value-free by their shape alone (slow_query,
 # statement and lock_wait carry their own proofs: durations, statement names, lock tags).
 _REPORT_KINDS: Final = frozenset({"connection", "checkpoint", "autovacuum", "temp_file"})
@@ -242,7 +246,12 @@ class Entry:
                 else:
                     query, changed = normalize(query)
                 redacted = redacted or changed
+        truncated = self.truncated
+        if statement is not None and len(statement) > MAX_ENTRY_BYTES:  # (only normalized, it grows)
+            statement, truncated = statement[:MAX_ENTRY_BYTES], True
         if query is not None:
+            if len(query) > MAX_ENTRY_BYTES:
+                query, truncated = query[:MAX_ENTRY_BYTES], True
             context = f"internal query: {query}" if context is None else f"internal query: {query}\n{context}"
         # tuple.__new__ with all 19 values in LogLine's field order: a third of LogLine(...)'s
         # cost (see forwarder/model.py); a test checks the result equals LogLine(**fields).
@@ -266,7 +275,7 @@ class Entry:
                 duration,
                 redacted,
                 fp,
-                self.truncated,
+                truncated,
                 self.orphan,
             ),
         )

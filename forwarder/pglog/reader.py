@@ -32,13 +32,13 @@ from abc import ABC, abstractmethod
 from typing import Final
 
 from forwarder.model import LogLine
+from forwarder.pglog.entry import MAX_ENTRY_BYTES as MAX_ENTRY_BYTES  # re-exported: the readers take it from here
 from forwarder.pglog.entry import Entry
 from forwarder.pglog.times import TimeCounts, TimeParser
 
 # Mirrors of forwarder.pglog's constants (defined there, the seam); kept here to avoid an import
-# cycle with the package __init__. A test checks they agree.
+# cycle with the package __init__ (MAX_ENTRY_BYTES: entry.py's). A test checks they agree.
 IDLE_FLUSH_SECONDS = 1.0
-MAX_ENTRY_BYTES = 1 << 20
 WHOLE_WRITE_BYTES = 4096
 
 # How the readers decode the log: UTF-8, and each byte that is not part of a UTF-8 sequence as the

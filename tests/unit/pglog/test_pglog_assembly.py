@@ -331,6 +331,17 @@ def test_a_token_as_long_as_an_entry_is_read_in_memory_of_its_size(sql: str) -> 
     assert peak < 4 * MAX_ENTRY_BYTES, peak  # a copy or two of the text at most
 
 
+def test_a_statement_that_normalization_makes_longer_is_cut_at_the_cap() -> None:
+    # Each one-character literal becomes a placeholder of up to 7 (`$524288`): a 1 MiB statement of
+    # them came out as a 4 MB line, more than receivers take (and than the documented cap).
+    many = "+".join(["1"] * (MAX_ENTRY_BYTES // 2))
+    text = line(1, "LOG", f"statement: SELECT {many}") + line(1, "LOG", "statement: SELECT 2")
+    big, after = parse_text(text, full_text=False)
+    assert big.truncated and big.statement is not None
+    assert big.statement.startswith("SELECT $1+$2+$3+") and len(big.statement) == MAX_ENTRY_BYTES
+    assert after.statement == "SELECT $1" and not after.truncated
+
+
 def test_single_huge_line_is_capped_whether_fed_at_once_or_in_pieces() -> None:
     text = line(1, "LOG", "statement: SELECT '" + "s" * (3 * MAX_ENTRY_BYTES) + "'")
     (at_once,) = parse_text(text, full_text=False)
