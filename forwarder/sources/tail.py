@@ -28,11 +28,12 @@ import glob
 import logging
 import mmap
 import os
+import re
 import stat
 from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Final
 
 from forwarder.clock import Clock
 from forwarder.config import DatabaseConfig
@@ -114,6 +115,25 @@ _REPLACED_ERRNOS = frozenset({errno.ELOOP, errno.ENXIO, errno.ENODEV, errno.EISD
 # Files next to the store that are the store too (WAL mode, a rollback journal if ever used, the
 # daemon's lock on it: store.lock_path).
 _STORE_SUFFIXES = ("", "-wal", "-shm", "-journal", ".lock")
+
+
+# The first bytes of the formats logrotate's `compress` (and `compresscmd`) writes: a rotated log
+# compressed in place matches a glob like `postgresql-15-main.log*` and is no log text.
+_COMPRESSED: Final = (
+    (b"\x1f\x8b", "gzip"),  # RFC 1952
+    (b"\x28\xb5\x2f\xfd", "zstd"),  # RFC 8878
+    (b"\xfd7zXZ\x00", "xz"),
+    (b"\x04\x22\x4d\x18", "lz4"),
+)
+_BZIP2: Final = re.compile(rb"BZh[1-9](?:1AY&SY|\x17rE8P\x90)")  # a block, or the end of an empty stream
+
+
+def compressed_format(head: bytes) -> str | None:
+    """The compression format a file starting with `head` is in, if any (its first 10 bytes tell)."""
+    for magic, name in _COMPRESSED:
+        if head.startswith(magic):
+            return name
+    return "bzip2" if _BZIP2.match(head) else None
 
 
 def _resolve(path: str) -> tuple[str, os.stat_result] | Skipped:
@@ -207,6 +227,7 @@ class DatabaseFollower(Follower):
         self._files: dict[tuple[int, int], _File] = {}
         # New files not read yet, as they may be copies being written: their size, and since when
         self._undecided: dict[tuple[int, int], tuple[int, float]] = {}
+        self._compressed: dict[tuple[int, int], str] = {}  # files never read, and their format
         self._known: dict[tuple[int, int], SourceFile] = {}
         # head -> end offset of files truncated or gone, and (a gone file's) last bytes before it
         self._retired: dict[bytes, tuple[int, bytes]] = {}
@@ -404,6 +425,7 @@ class DatabaseFollower(Follower):
         found: dict[tuple[int, int], tuple[str, os.stat_result]] = {}
         denied: str | None = None
         skipped: list[Skipped] = []
+        compressed: dict[tuple[int, int], str] = {}
         private = self._private_keys()
         for path in sorted(glob.glob(self.db.log.path)):
             try:
@@ -420,8 +442,12 @@ class DatabaseFollower(Follower):
             key = (st.st_dev, st.st_ino)
             if key in private:
                 skipped.append(Skipped(path, "a file of the forwarder itself"))
+            elif key in self._compressed:
+                compressed[key] = self._compressed[key]
+                skipped.append(Skipped(path, f"{compressed[key]}-compressed, not log text"))
             else:
                 found[key] = (real, st)  # a link and its target: one file, under the target's name
+        self._compressed = compressed  # those still there
         return found, denied, skipped
 
     async def poll(self) -> None:
@@ -534,6 +560,9 @@ class DatabaseFollower(Follower):
         may be a copy still being written (`_copy_in_progress`)."""
         head = os.pread(fh.fileno(), HEAD_BYTES, 0)
         size = os.fstat(fh.fileno()).st_size
+        if (compressed := compressed_format(head)) is not None:
+            self._compressed[key] = compressed  # skipped from the next poll on, and said so
+            return None
         known = self._known.get(key)
         start = 0
         stored_head = head

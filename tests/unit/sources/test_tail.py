@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import bz2
+import gzip
 import logging
+import lzma
 import os
 import socket
 import threading
@@ -13,6 +16,7 @@ from typing import Any
 
 import orjson
 import pytest
+import zstandard
 
 from forwarder.clock import FakeClock
 from forwarder.config import DatabaseConfig, LogSourceConfig
@@ -654,6 +658,41 @@ async def test_a_short_new_file_that_starts_like_another_is_read_once_it_stops_g
     await f.drain()
     got = await messages(store)
     assert len(got) == 3 and got[2] == got[0], got
+
+
+def _lz4_frame(data: bytes) -> bytes:
+    # (no lz4 package here) a frame as lz4 writes it: magic, descriptor, then data blocks
+    return b"\x04\x22\x4d\x18\x64\x40\xa7" + len(data).to_bytes(4, "little") + data
+
+
+@pytest.mark.parametrize(
+    ("name", "compress"),
+    [
+        ("gzip", gzip.compress),
+        ("bzip2", bz2.compress),
+        ("xz", lzma.compress),
+        ("zstd", lambda data: zstandard.ZstdCompressor().compress(data)),
+        ("lz4", _lz4_frame),
+    ],
+)
+async def test_a_rotated_file_compressed_in_place_is_skipped_and_named(
+    store: Store, tmp_path: Path, name: str, compress: Callable[[bytes], bytes]
+) -> None:
+    # Debian's logrotate rule (compress, delaycompress) with the glob docs/operations.md recommends:
+    # the .gz of a rotated file matched it, and its bytes were stored as `other` lines.
+    log = tmp_path / "postgresql-15-main.log"
+    log.write_bytes(entry(1))
+    f = await follower(store, str(tmp_path / "postgresql-15-main.log*"))
+    await f.poll()
+    (tmp_path / "postgresql-15-main.log.2.gz").write_bytes(compress(entry(2) * 50))
+    with log.open("ab") as out:
+        out.write(entry(3))
+    await f.poll()
+    await f.poll()
+    assert f.status.state == "reading"
+    assert f"postgresql-15-main.log.2.gz ({name}-compressed, not log text)" in (f.status.reason or "")
+    await f.drain()
+    assert await messages(store) == ['relation "t1" does not exist', 'relation "t3" does not exist']
 
 
 async def test_a_file_renamed_in_the_same_tick_as_the_new_one_appears_is_read_first(
