@@ -573,34 +573,36 @@ class DatabaseFollower(Follower):
         else:
             # A new inode with the first bytes of a file we read: a copy (logrotate copytruncate
             # with a glob that matches the copies). Its lines up to that file's offset are stored.
-            twin = self._same_head(head, fh.fileno()) if len(head) == HEAD_BYTES else None
-            if self._copy_in_progress(key, head, size, twin):
+            same = self._same_head(head, fh.fileno()) if len(head) == HEAD_BYTES else None
+            if self._copy_in_progress(key, head, size, same):
                 return None
             self._undecided.pop(key, None)
-            if twin is not None:
-                start = min(twin, size)
+            if same is not None:
+                start = min(same[0], size)
         reader = await self._file_reader()
         f = _File(key[0], key[1], stored_head, path, start, reader, start, start, stored=known is not None)
         f.fh = fh
         self._files[key] = f
         return f
 
-    def _copy_in_progress(self, key: tuple[int, int], head: bytes, size: int, twin: int | None) -> bool:
-        """Whether a new file (`head`, `size`; `twin`: `_same_head`) may be a copy not written
+    def _copy_in_progress(self, key: tuple[int, int], head: bytes, size: int, same: tuple[int, bool] | None) -> bool:
+        """Whether a new file (`head`, `size`; `same`: `_same_head`) may be a copy not written
         whole yet, and is better left unread until the next poll.
 
         logrotate's copytruncate creates the copy, then writes it: a poll in between sees it empty,
         or with part of what it will hold. Read from its start then, the copy would store again what
         its original stored. So a new file waits while it is empty and another file is or was read,
         and, until it has not changed for COPY_WAIT_SECONDS, while its head is shorter than
-        HEAD_BYTES and begins another file's head, or it is shorter than where its twin was read
-        to (the server may have written more between the copy and the truncation: the copy then
-        never gets there, and is taken as it is).
+        HEAD_BYTES and begins another file's head, or it is shorter than where its original was
+        read to while that original is not truncated yet (the server may have written more between
+        the copy and the truncation: the copy then never gets there, and is taken as it is). Once
+        the original is truncated the copy is whole (copytruncate truncates after copying): it is
+        taken at once, not kept waiting where a stop would forget the truncated original's offset.
         """
         if size == 0:
             waiting = bool(self._files or self._retired or self._known)
-        elif twin is not None:
-            waiting = size < twin
+        elif same is not None:
+            waiting = same[1] and size < same[0]
         elif len(head) < HEAD_BYTES:
             heads = [f.head for f in self._files.values()] + list(self._retired)
             waiting = any(h.startswith(head) for h in heads + [sf.head for sf in self._known.values()])
@@ -615,8 +617,9 @@ class DatabaseFollower(Follower):
             return True
         return size == 0 or now - seen[1] < COPY_WAIT_SECONDS
 
-    def _same_head(self, head: bytes, fd: int) -> int | None:
-        """Where a copy (open as `fd`) of a file with this head continues, if we read such a file.
+    def _same_head(self, head: bytes, fd: int) -> tuple[int, bool] | None:
+        """Where a copy (open as `fd`) of a file with this head continues, if we read such a file,
+        and whether that file may still be being copied (it is neither truncated nor gone yet).
 
         A file being read: from what its reader consumed (the reader emits what it holds when the
         file is truncated). A file truncated or gone: from where it ended. Known only from the store
@@ -629,6 +632,7 @@ class DatabaseFollower(Follower):
         """
         size = os.fstat(fd).st_size
         offsets: list[int] = []
+        live = False  # a file with the head is as we read it: logrotate may still be copying it
         for f in self._files.values():
             if f.head != head:
                 continue
@@ -642,13 +646,15 @@ class DatabaseFollower(Follower):
                 n = min(size, f.read_pos, COMPARE_BYTES)
                 if os.fstat(other).st_size >= n and os.pread(other, n, 0) != os.pread(fd, n, 0):
                     continue  # the same start, then other lines: another file
+                live = True
             offsets.append(f.read_pos)
         for h, (end, last) in self._retired.items():
             if h == head and (not last or size < end or os.pread(fd, len(last), end - len(last)) == last):
                 offsets.append(end)
-        # (the files followed now are stored too: they were judged above)
-        offsets += [sf.offset for key, sf in self._known.items() if sf.head == head and key not in self._files]
-        return max(offsets) if offsets else None
+        # (the files followed now are stored too: they were judged above). One not looked at yet
+        # since a restart may be the original, not truncated yet.
+        stored = [sf.offset for key, sf in self._known.items() if sf.head == head and key not in self._files]
+        return (max(offsets + stored), live or bool(stored)) if offsets or stored else None
 
     def _retire(self, f: _File, last: bytes = b"") -> None:
         """Remember where a truncated or vanished file ended (and, when known, its `last` bytes

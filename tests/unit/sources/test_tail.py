@@ -639,6 +639,33 @@ async def test_a_copy_of_less_than_was_read_is_taken_as_it_is_once_it_stops_grow
     assert await messages(store) == [f'relation "t{i}" does not exist' for i in (1, 2, 3, 4, 5, 6, 7, 8, 20)]
 
 
+async def test_a_copy_whose_original_is_truncated_is_whole_and_a_restart_does_not_read_it_again(
+    store: Store, tmp_path: Path
+) -> None:
+    # logrotate copied pg.log, the server wrote entry 8 during the copy's fsync and we read it: the
+    # copy, shorter than where pg.log was read to, waits. Then pg.log is truncated, and the daemon is
+    # killed within the second the copy would still have waited: the restart read it from its start.
+    log = tmp_path / "pg.log"
+    content = b"".join(entry(i) for i in range(1, 8))
+    log.write_bytes(content)
+    clock = FakeClock()  # never advanced: no quiet second passes
+    f = await follower(store, str(tmp_path / "pg.log*"), clock)
+    await f.poll()
+    copy = tmp_path / "pg.log.1"
+    copy.write_bytes(content)
+    with log.open("ab") as out:
+        out.write(entry(8))
+    await f.poll()  # entry 8 read from pg.log; the copy waits
+    log.write_bytes(entry(20))  # truncated, and written on
+    os.utime(copy, ns=(1, 1))  # (older than pg.log's truncation, as it is)
+    await f.poll()
+    abandon(f)  # killed
+    g = await follower(store, str(tmp_path / "pg.log*"), clock)
+    await g.poll()
+    await g.drain()
+    assert await messages(store) == [f'relation "t{i}" does not exist' for i in (1, 2, 3, 4, 5, 6, 7, 8, 20)]
+
+
 async def test_a_short_new_file_that_starts_like_another_is_read_once_it_stops_growing(
     store: Store, tmp_path: Path
 ) -> None:
