@@ -48,6 +48,10 @@ from forwarder.store.store import write_failure_reason
 log = logging.getLogger(__name__)
 
 HEAD_BYTES = 64  # enough to hold a prefix with a millisecond timestamp: unique per file
+# The bytes right before the read position (and the stored offset) are kept too: a file truncated
+# and written again past that position with the same first bytes (a prefix without a time starts
+# every file with the same lines) differs there, and is read from its start, not from the offset.
+TAIL_BYTES = 64
 CHUNK_BYTES = 256 * 1024  # one read; parsing a chunk keeps the event loop busy for a few ms only
 # A batch (one store transaction, and what the parse worker hands back at once) holds at most
 # APPEND_LINES entries and about APPEND_BYTES of stored documents: a chunk of one-word lines is
@@ -89,6 +93,7 @@ class _File:
     committed: int  # offset stored so far
     read_pos: int  # next byte to read
     seen_lines: int = 0  # physical lines read since the reader started
+    tail: bytes = b""  # the bytes right before read_pos (up to TAIL_BYTES)
     stored: bool = False  # the store has a row for this file
     fh: BinaryIO | None = None  # held open so a file renamed or deleted under us is read to its end
     mtime_ns: int = 0  # at the last poll
@@ -159,6 +164,12 @@ def _resolve(path: str) -> tuple[str, os.stat_result] | Skipped:
     if not stat.S_ISREG(st.st_mode):
         return Skipped(path, "not a regular file")
     return path, st
+
+
+def _bytes_before(fd: int, offset: int, n: int) -> bytes:
+    """The (up to) `n` bytes of the file right before `offset`."""
+    n = min(n, offset)
+    return os.pread(fd, n, offset - n) if n else b""
 
 
 def _open_regular(path: str, key: tuple[int, int]) -> BinaryIO:
@@ -566,14 +577,19 @@ class DatabaseFollower(Follower):
         known = self._known.get(key)
         start = 0
         stored_head = head
-        if known is not None and known.head and head[: len(known.head)] == known.head:
+        if (
+            known is not None
+            and known.head
+            and head[: len(known.head)] == known.head
+            and _bytes_before(fh.fileno(), known.offset, len(known.tail)) == known.tail
+        ):
             # Same file as before the restart: resume where the stored lines end.
             start = known.offset
             stored_head = known.head
         else:
             # A new inode with the first bytes of a file we read: a copy (logrotate copytruncate
             # with a glob that matches the copies). Its lines up to that file's offset are stored.
-            same = self._same_head(head, fh.fileno()) if len(head) == HEAD_BYTES else None
+            same = self._same_head(head, fh.fileno(), key) if len(head) == HEAD_BYTES else None
             if self._copy_in_progress(key, head, size, same):
                 return None
             self._undecided.pop(key, None)
@@ -581,6 +597,7 @@ class DatabaseFollower(Follower):
                 start = min(same[0], size)
         reader = await self._file_reader()
         f = _File(key[0], key[1], stored_head, path, start, reader, start, start, stored=known is not None)
+        f.tail = _bytes_before(fh.fileno(), start, TAIL_BYTES)
         f.fh = fh
         self._files[key] = f
         return f
@@ -617,7 +634,7 @@ class DatabaseFollower(Follower):
             return True
         return size == 0 or now - seen[1] < COPY_WAIT_SECONDS
 
-    def _same_head(self, head: bytes, fd: int) -> tuple[int, bool] | None:
+    def _same_head(self, head: bytes, fd: int, key: tuple[int, int]) -> tuple[int, bool] | None:
         """Where a copy (open as `fd`) of a file with this head continues, if we read such a file,
         and whether that file may still be being copied (it is neither truncated nor gone yet).
 
@@ -628,7 +645,8 @@ class DatabaseFollower(Follower):
         Sixty-four equal bytes are not proof enough: a prefix without a time (PostgreSQL's default
         before 10 was none) starts each day's file with the same lines. Where the rest can be
         compared, it must match too: the first COMPARE_BYTES of a file still open and not truncated,
-        or the last bytes read of a file that is gone; a different file is read from its start.
+        or the last bytes read of a file that is gone or known from the store; a different file
+        (`key` itself, rewritten since the restart, among them) is read from its start.
         """
         size = os.fstat(fd).st_size
         offsets: list[int] = []
@@ -642,18 +660,34 @@ class DatabaseFollower(Follower):
                 other = None  # gone meanwhile: the head is all there is to go by
             # Only a file as we read it can be compared: one truncated (and maybe written again)
             # since, as copytruncate does right after the copy, no longer holds what was copied.
-            if other is not None and os.pread(other, HEAD_BYTES, 0) == f.head:
+            as_read = (
+                other is not None
+                and os.pread(other, HEAD_BYTES, 0) == f.head
+                and _bytes_before(other, f.read_pos, len(f.tail)) == f.tail
+            )
+            if f.tail and size >= f.read_pos:
+                # A copy holds what was read right before the read position; another file does not.
+                if _bytes_before(fd, f.read_pos, len(f.tail)) != f.tail:
+                    continue
+            elif as_read and other is not None:
                 n = min(size, f.read_pos, COMPARE_BYTES)
                 if os.fstat(other).st_size >= n and os.pread(other, n, 0) != os.pread(fd, n, 0):
                     continue  # the same start, then other lines: another file
-                live = True
+            live = live or as_read
             offsets.append(f.read_pos)
         for h, (end, last) in self._retired.items():
             if h == head and (not last or size < end or os.pread(fd, len(last), end - len(last)) == last):
                 offsets.append(end)
         # (the files followed now are stored too: they were judged above). One not looked at yet
         # since a restart may be the original, not truncated yet.
-        stored = [sf.offset for key, sf in self._known.items() if sf.head == head and key not in self._files]
+        stored = [
+            sf.offset
+            for k, sf in self._known.items()
+            if sf.head == head
+            and k not in self._files
+            and k != key
+            and (size < sf.offset or _bytes_before(fd, sf.offset, len(sf.tail)) == sf.tail)
+        ]
         return (max(offsets + stored), live or bool(stored)) if offsets or stored else None
 
     def _retire(self, f: _File, last: bytes = b"") -> None:
@@ -663,6 +697,15 @@ class DatabaseFollower(Follower):
             self._retired[f.head] = (f.read_pos, last)
             while len(self._retired) > RETIRED_HEADS:
                 del self._retired[next(iter(self._retired))]
+
+    @staticmethod
+    def _tail_at(f: _File, offset: int) -> bytes:
+        """The bytes of `f` right before `offset`, for the store (empty when they cannot be read)."""
+        if offset == f.read_pos:
+            return f.tail  # as read
+        if f.fh is None:
+            return b""  # (not checked after a restart)
+        return _bytes_before(f.fh.fileno(), offset, TAIL_BYTES)
 
     def _descriptor(self, f: _File) -> int:
         """The open descriptor of `f`, reopening by path (checking it is still the same inode)."""
@@ -676,9 +719,11 @@ class DatabaseFollower(Follower):
         size = st.st_size
         changed = size != f.read_pos or st.st_mtime_ns != f.mtime_ns
         f.mtime_ns = st.st_mtime_ns
-        # Any write since the last poll: the head tells whether the file was truncated and written
-        # again (even to the very size we had read).
-        if size < f.read_pos or (changed and os.pread(fd, len(f.head), 0) != f.head):
+        # Any write since the last poll: the head, and the bytes before the read position, tell
+        # whether the file was truncated and written again (even to the very size we had read).
+        if size < f.read_pos or (
+            changed and (os.pread(fd, len(f.head), 0) != f.head or _bytes_before(fd, f.read_pos, len(f.tail)) != f.tail)
+        ):
             # Truncated (log_truncate_on_rotation reusing postgresql-%a.log, copytruncate), maybe
             # already rewritten past our position: what was pending is complete, the file starts over.
             await self._commit(await f.reader.flush(), [f])
@@ -686,7 +731,7 @@ class DatabaseFollower(Follower):
             await f.reader.aclose()
             f.reader = await self._file_reader()
             f.base = f.committed = f.read_pos = f.seen_lines = 0
-            f.head = b""
+            f.head = f.tail = b""
         if len(f.head) < HEAD_BYTES and size > len(f.head):
             f.head = os.pread(fd, HEAD_BYTES, 0)
         await self._read_to(f, fd, size, now)
@@ -742,6 +787,7 @@ class DatabaseFollower(Follower):
                         piece = piece[: len(piece) - len(piece.split(b"\n", room)[-1])]
                     start += len(piece)
                     f.read_pos += len(piece)
+                    f.tail = (f.tail + piece[-TAIL_BYTES:])[-TAIL_BYTES:]
                     newlines = piece.count(b"\n")
                     f.seen_lines += newlines
                     taken, ahead, ahead_lines = ahead, f.reader.start_feed(piece, now), newlines
@@ -801,7 +847,7 @@ class DatabaseFollower(Follower):
             new = f.base + f.reader.committed_offset
             if new != f.committed or not f.stored:
                 raw += max(0, new - f.committed)
-                sf = SourceFile(f.dev, f.ino, f.head, f.path, new)
+                sf = SourceFile(f.dev, f.ino, f.head, f.path, new, self._tail_at(f, new))
                 offsets.append(sf)
                 f.committed = new
                 f.stored = True

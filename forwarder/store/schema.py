@@ -341,6 +341,12 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         part    INTEGER PRIMARY KEY     -- lines_fts_<part> indexes the lines with id >> 20 = part
     );
     """,
+    # 14: the bytes of a log file right before its offset (sources/tail.py): a file truncated and
+    # written again with the same first bytes (a prefix without a time starts each file with the
+    # same lines) is told from the one that was read, after a restart too.
+    """
+    ALTER TABLE source_files ADD COLUMN tail BLOB NOT NULL DEFAULT x'';
+    """,
 )
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)

@@ -34,6 +34,7 @@ class SourceFile:
     head: bytes  # the file's first bytes when first seen (up to HEAD_BYTES)
     path: str
     offset: int
+    tail: bytes = b""  # the file's bytes right before `offset` (up to TAIL_BYTES; none known: empty)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,9 +101,9 @@ def put_settings(conn: sqlite3.Connection, db_id: str, settings: DatabaseSetting
 
 def source_files(conn: sqlite3.Connection, db_id: str) -> list[SourceFile]:
     return [
-        SourceFile(dev, ino, head, path, offset)
-        for dev, ino, head, path, offset in conn.execute(
-            "SELECT dev, ino, head, path, offset FROM source_files WHERE db_id = ?", (db_id,)
+        SourceFile(dev, ino, head, path, offset, tail)
+        for dev, ino, head, path, offset, tail in conn.execute(
+            "SELECT dev, ino, head, path, offset, tail FROM source_files WHERE db_id = ?", (db_id,)
         )
     ]
 
@@ -110,12 +111,12 @@ def source_files(conn: sqlite3.Connection, db_id: str) -> list[SourceFile]:
 def put_source_file(conn: sqlite3.Connection, db_id: str, sf: SourceFile, now_us: int) -> None:
     conn.execute(
         """
-        INSERT INTO source_files (db_id, dev, ino, head, path, offset, updated_at) VALUES (?,?,?,?,?,?,?)
+        INSERT INTO source_files (db_id, dev, ino, head, path, offset, tail, updated_at) VALUES (?,?,?,?,?,?,?,?)
         ON CONFLICT (db_id, dev, ino) DO UPDATE SET
-            head = excluded.head, path = excluded.path, offset = excluded.offset,
+            head = excluded.head, path = excluded.path, offset = excluded.offset, tail = excluded.tail,
             updated_at = excluded.updated_at
         """,
-        (db_id, sf.dev, sf.ino, sf.head, sf.path, sf.offset, now_us),
+        (db_id, sf.dev, sf.ino, sf.head, sf.path, sf.offset, sf.tail, now_us),
     )
 
 

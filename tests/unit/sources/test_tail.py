@@ -248,6 +248,52 @@ async def test_truncation_starts_the_file_over(store: Store, tmp_path: Path) -> 
     assert await messages(store) == [f'relation "t{i}" does not exist' for i in (1, 2, 7)]
 
 
+# The same first line in every file (with a prefix without a time, say '[%p] ', each file starts with
+# the checkpointer's lines): a file's first 64 bytes do not tell it from the one before.
+SAME_START = b"2026-11-22 10:00:00.000 UTC [50] LOG:  checkpoint starting: time\n"
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["running", "across-a-restart"])
+async def test_a_file_rewritten_past_the_offset_with_the_same_start_is_read_from_its_start(
+    store: Store, tmp_path: Path, restart: bool
+) -> None:
+    # copytruncate (or log_truncate_on_rotation reusing the name) and the server writes more than
+    # was read before the next look: the head is the same, the size past the offset. Every entry of
+    # the new text up to the old offset was skipped.
+    log = tmp_path / "postgresql-Mon.log"
+    log.write_bytes(SAME_START + b"".join(entry(i) for i in range(1, 4)))
+    f = await follower(store, str(log))
+    await f.poll()
+    if restart:
+        await f.drain()
+    log.write_bytes(SAME_START + b"".join(entry(i) for i in range(10, 16)))  # truncated, written again
+    if restart:
+        f = await follower(store, str(log))
+    await f.poll()
+    await f.drain()
+    got = [m for m in await messages(store) if m.startswith("relation")]
+    assert got == [f'relation "t{i}" does not exist' for i in (1, 2, 3, *range(10, 16))]
+
+
+async def test_copytruncate_with_the_same_start_reads_the_copy_once_and_the_new_text_whole(
+    store: Store, tmp_path: Path
+) -> None:
+    # The copy and the file written again after the truncation both start like the file that was
+    # read: the copy holds what was read, the file does not.
+    log = tmp_path / "pg.log"
+    log.write_bytes(SAME_START + b"".join(entry(i) for i in range(1, 4)))
+    f = await follower(store, str(tmp_path / "pg.log*"))
+    await f.poll()
+    copy = tmp_path / "pg.log.1"
+    copy.write_bytes(log.read_bytes() + entry(4))  # entry 4 written before the copy, after our poll
+    log.write_bytes(SAME_START + b"".join(entry(i) for i in range(10, 16)))
+    os.utime(copy, ns=(1, 1))
+    await f.poll()
+    await f.drain()
+    got = [m for m in await messages(store) if m.startswith("relation")]
+    assert got == [f'relation "t{i}" does not exist' for i in (1, 2, 3, 4, *range(10, 16))]
+
+
 async def test_a_file_renamed_out_of_the_glob_is_read_while_the_server_still_writes_to_it(
     store: Store, tmp_path: Path
 ) -> None:
