@@ -76,6 +76,14 @@ def _ask_service(
     return AskService(config, ctx, box, clock, expiry)
 
 
+def _blank(path: str | Path) -> bool:
+    """Whether the file at `path` holds nothing but white space (and may be read)."""
+    try:
+        return not Path(path).read_bytes().strip()
+    except OSError:
+        return False
+
+
 class StartupFailed(Exception):
     """The daemon could not start (exit code 3); the message says why, never a secret."""
 
@@ -398,6 +406,11 @@ class Daemon:
             return False
         try:
             new = load_config(self.config_path)
+            if _blank(self.config_path):
+                # Valid TOML with every default: no database, no destination. It is what a file
+                # being rewritten in place (truncated, then written) reads as for a moment; taken,
+                # it would stop every reader and remove every declared destination with its cursor.
+                raise ConfigError([f"{self.config_path}: the file is empty (being written?)"])
         except ConfigError as exc:
             log.error(
                 "config reload failed; the running config stays",

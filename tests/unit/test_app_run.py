@@ -141,6 +141,18 @@ async def test_a_rejected_reload_says_so_in_status_and_reloading_carries_monoton
         assert (await message(listener))[0] == "RELOADING=1"
         assert await message(listener) == ["READY=1", serving]
         assert metrics.REGISTRY.get_sample_value("forwarder_config_last_reload_successful") == 1
+
+        # An empty file (one being rewritten in place, truncated then written, read at that moment)
+        # is valid TOML with every default: taken, it stopped every reader and removed every
+        # declared destination, cursor and all.
+        databases = daemon.config.databases
+        path.write_text("\n")
+        armed(signal.SIGHUP, before)
+        assert (await message(listener))[0] == "RELOADING=1"
+        assert (await message(listener))[1] == f"{serving}; the config reload failed, the previous config still runs"
+        [refused] = logged(caplog, "config reload failed")[-1:]
+        assert refused.__dict__["problems"] == [f"{path}: the file is empty (being written?)"]
+        assert daemon.config.databases == databases and databases
     finally:
         daemon.request_stop()
         await asyncio.wait_for(running, 30)
