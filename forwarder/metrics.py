@@ -81,6 +81,12 @@ INGEST_TRUNCATED: Final = Counter(
     ("database_id",),
     registry=REGISTRY,
 )
+PARSE_WORKER_EXITS: Final = Counter(
+    "forwarder_parse_worker_exits",
+    "Parse worker processes that ended unasked (killed, crashed, out of memory); another starts and "
+    "reading resumes from the stored offsets.",
+    registry=REGISTRY,
+)
 TIME_FALLBACK_REASONS: Final = ("zone_mismatch", "read_time")  # the reason label of INGEST_TIME_FALLBACKS
 INGEST_TIME_FALLBACKS: Final = Counter(
     "forwarder_ingest_time_fallbacks",

@@ -200,6 +200,7 @@ class _Process:
         self.proc = proc
         self.calls = proc.stdin
         self.waiting: collections.deque[asyncio.Future[Any]] = collections.deque()
+        self.closing = False  # set by ParseWorker.aclose: the exit that follows is asked for
         self.results = asyncio.create_task(self._read_results(proc.stdout), name=f"parse-worker:{proc.pid}")
 
     @classmethod
@@ -245,6 +246,8 @@ class _Process:
         finally:
             self.calls.close()
             code = await self.proc.wait()
+            if not self.closing:
+                metrics.PARSE_WORKER_EXITS.inc()  # (the follower logs it, at most once a minute)
             gone = ParseWorkerGone(f"the parse worker exited (status {code})")
             while self.waiting:
                 waiting = self.waiting.popleft()
@@ -323,6 +326,7 @@ class ParseWorker:
         process, self._process = self._process, None
         if process is None:
             return
+        process.closing = True
         process.calls.close()
         try:
             await asyncio.wait_for(asyncio.shield(process.results), CLOSE_SECONDS)

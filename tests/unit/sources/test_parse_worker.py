@@ -9,6 +9,7 @@ import signal
 
 import pytest
 
+from forwarder import metrics
 from forwarder.sources.parsing import ParseWorker, ParseWorkerGone, ReaderSpec, WorkerReader, WorkerStartError
 from forwarder.store.lines import Identity
 
@@ -58,8 +59,13 @@ async def test_a_call_that_fails_in_the_worker_raises_at_the_caller_and_the_work
         await worker.aclose()
 
 
+def worker_exits() -> float:
+    return metrics.REGISTRY.get_sample_value("forwarder_parse_worker_exits_total") or 0.0
+
+
 async def test_a_worker_that_dies_fails_its_callers_and_the_next_call_starts_another() -> None:
     worker = ParseWorker()
+    exits = worker_exits()
     try:
         await worker.open(SPEC, full_text=False)
         first = worker.pid
@@ -69,8 +75,11 @@ async def test_a_worker_that_dies_fails_its_callers_and_the_next_call_starts_ano
             await worker.reader_count()
         assert await worker.reader_count() == 0  # a new process: the readers died with the old one
         assert worker.pid not in (None, first)
+        # Counted: the overview shows the failure only until the next poll, a scrape may miss it.
+        assert worker_exits() == exits + 1
     finally:
         await worker.aclose()
+    assert worker_exits() == exits + 1  # an exit asked for is not one
 
 
 async def test_closing_ends_the_worker_process() -> None:
