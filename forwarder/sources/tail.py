@@ -504,6 +504,10 @@ class DatabaseFollower(Follower):
                 continue
             if key != newest_key and self._clock.now() - st.st_mtime > IDLE_CLOSE_SECONDS and not f.reader_pending:
                 f.close()  # PostgreSQL writes only the newest file; reopened if this one grows
+        if newest_key in self._compressed:  # found so only now: the newest log is another
+            logs = [(key, path) for key, (path, _) in order if key not in self._compressed]
+            if logs:
+                newest_key, newest_path = logs[-1]
         if problem is None:
             current = self._files.get(newest_key)
             # Lines of other programs (a shared syslog file) say nothing about the format.

@@ -757,10 +757,11 @@ async def test_a_rotated_file_compressed_in_place_is_skipped_and_named(
     log.write_bytes(entry(1))
     f = await follower(store, str(tmp_path / "postgresql-15-main.log*"))
     await f.poll()
-    (tmp_path / "postgresql-15-main.log.2.gz").write_bytes(compress(entry(2) * 50))
     with log.open("ab") as out:
         out.write(entry(3))
+    (tmp_path / "postgresql-15-main.log.2.gz").write_bytes(compress(entry(2) * 50))  # the newest file
     await f.poll()
+    assert f.status.file == str(log)
     await f.poll()
     assert f.status.state == "reading"
     assert f"postgresql-15-main.log.2.gz ({name}-compressed, not log text)" in (f.status.reason or "")
