@@ -97,6 +97,7 @@ class _File:
     stored: bool = False  # the store has a row for this file
     fh: BinaryIO | None = None  # held open so a file renamed or deleted under us is read to its end
     mtime_ns: int = 0  # at the last poll
+    grown_at: float = 0.0  # the monotonic time it was first followed or last grew
     gone_since: float | None = None  # out of the glob: the monotonic time it last grew (or left)
 
     @property
@@ -504,6 +505,7 @@ class DatabaseFollower(Follower):
                 continue
             if key != newest_key and self._clock.now() - st.st_mtime > IDLE_CLOSE_SECONDS and not f.reader_pending:
                 f.close()  # PostgreSQL writes only the newest file; reopened if this one grows
+        await self._flush_left_behind(order, now)
         if newest_key in self._compressed:  # found so only now: the newest log is another
             logs = [(key, path) for key, (path, _) in order if key not in self._compressed]
             if logs:
@@ -532,6 +534,33 @@ class DatabaseFollower(Follower):
         if any(k not in followed for k in self._known):
             await self._store.forget_source_files(self.db.id, list(followed))
             self._known = {k: v for k, v in self._known.items() if k in followed}
+
+    async def _flush_left_behind(
+        self, order: list[tuple[tuple[int, int], tuple[str, os.stat_result]]], now: float
+    ) -> None:
+        """Store what the reader of a file its writer left holds unfinished.
+
+        A container runtime rotates `0.log` by renaming it within the glob (`0.log.<time>`) and
+        writes on in a new `0.log`; it may do so between the pieces (P records) of a line, whose
+        last piece then goes to the new file. The old file never grows again, and its reader would
+        hold the first pieces (and the other stream's lines behind them) until the file left the
+        glob, at the next rotation. A file with something unfinished that has not grown for
+        ROTATE_WAIT_SECONDS while a newer file of its directory was written is taken as left: what
+        its reader holds is stored as it is (the line cut in two, its rest an entry of the new file).
+        """
+        newest: dict[str, int] = {}
+        for _, (path, st) in order:
+            directory = os.path.dirname(path)
+            newest[directory] = max(newest.get(directory, 0), st.st_mtime_ns)
+        for key, (path, st) in order:
+            f = self._files.get(key)
+            if (
+                f is not None
+                and f.reader.unfinished
+                and now - f.grown_at >= ROTATE_WAIT_SECONDS
+                and st.st_mtime_ns < newest[os.path.dirname(path)]
+            ):
+                await self._commit(await f.reader.flush(), [f])
 
     def _time_note(self, times: TimeCounts) -> str | None:
         """What the overview says about the log's times, in words; None when all is well."""
@@ -602,6 +631,7 @@ class DatabaseFollower(Follower):
         reader = await self._file_reader()
         f = _File(key[0], key[1], stored_head, path, start, reader, start, start, stored=known is not None)
         f.tail = _bytes_before(fh.fileno(), start, TAIL_BYTES)
+        f.grown_at = self._clock.monotonic()
         f.fh = fh
         self._files[key] = f
         return f
@@ -723,6 +753,8 @@ class DatabaseFollower(Follower):
         size = st.st_size
         changed = size != f.read_pos or st.st_mtime_ns != f.mtime_ns
         f.mtime_ns = st.st_mtime_ns
+        if changed:
+            f.grown_at = now
         # Any write since the last poll: the head, and the bytes before the read position, tell
         # whether the file was truncated and written again (even to the very size we had read).
         if size < f.read_pos or (

@@ -846,6 +846,31 @@ async def test_a_stop_while_a_container_line_is_in_pieces_leaves_it_for_the_next
     await cri_finished_after_a_restart(store, log)
 
 
+async def test_a_line_in_pieces_across_the_runtimes_rotation_is_stored_once_the_old_file_is_left(
+    store: Store, tmp_path: Path
+) -> None:
+    # containerd reopened 0.log (the kubelet renamed it within the glob) between the pieces of the
+    # stderr line: the F record went to the new file. The old file's reader held the first piece,
+    # and the stdout line behind it, until the old file left the glob at the next rotation.
+    log = tmp_path / "0.log"
+    log.write_bytes(CRI_HEAD)
+    clock = FakeClock()
+    f = await follower(store, str(tmp_path / "0.log*"), clock, fmt="cri")
+    f.apply_settings(True, True)
+    await f.poll()
+    log.rename(tmp_path / "0.log.20261122-100001")
+    log.write_bytes(CRI_END + CRI_T + b"stderr F 2026-11-22 10:00:01.000 UTC [7] LOG:  next\n")
+    os.utime(tmp_path / "0.log.20261122-100001", ns=(1, 1))
+    await f.poll()
+    assert "hello-from-stdout" not in await messages(store)  # (the pieces may still come in the old file)
+    clock.advance(ROTATE_WAIT_SECONDS)
+    await f.poll()
+    got = await messages(store)
+    old = [m for m in got if m in ("first", "statement", "hello-from-stdout")]
+    assert old == ["first", "statement", "hello-from-stdout"], got
+    assert sorted(got) == sorted([*old, "bbb'", "next"]), got  # the line cut in two at the rotation
+
+
 async def test_a_stop_while_a_syslog_message_may_still_have_lines_to_come_leaves_it_for_the_next_run(
     store: Store, tmp_path: Path
 ) -> None:
