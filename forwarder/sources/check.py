@@ -16,6 +16,7 @@ from collections.abc import Iterable
 
 from forwarder.config import DatabaseConfig
 from forwarder.pglog import entries_carry_time, make_reader, uses_line_prefix
+from forwarder.sources.tail import unlistable
 
 # The newest file's last bytes are what the server writes now (its prefix may have changed since
 # the file began); enough for hundreds of lines, read in a moment.
@@ -28,11 +29,10 @@ def log_notes(db: DatabaseConfig) -> list[str]:
     if log.format == "journal":
         return []  # journalctl decides what it can read; the daemon's overview says it
     directory = os.path.dirname(log.path) or "."
-    if not any(c in directory for c in "*?["):  # a directory of its own, not a glob of them (pods)
-        if not os.path.isdir(directory):
-            return [f"log.path: no directory {directory}"]
-        if not os.access(directory, os.R_OK | os.X_OK):
-            return [f"log.path: {directory} cannot be listed by this user (uid {os.getuid()})"]
+    if not glob.has_magic(directory) and not os.path.isdir(directory):  # (not a glob of them: pods)
+        return [f"log.path: no directory {directory}"]
+    if (denied := unlistable(log.path)) is not None:
+        return [f"log.path: {denied} cannot be listed by this user (uid {os.getuid()})"]
     files = [p for p in glob.glob(log.path) if os.path.isfile(p)]
     if not files:
         return [f"log.path: no file matches {log.path} yet; the daemon waits for one (its overview says no_file)"]

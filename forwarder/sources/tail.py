@@ -167,6 +167,21 @@ def _resolve(path: str) -> tuple[str, os.stat_result] | Skipped:
     return path, st
 
 
+def unlistable(pattern: str) -> str | None:
+    """The directory of the glob `pattern`, if the daemon may not list it (a glob then matches
+    nothing, as if no file were there); None if it can, is itself a glob, or does not exist."""
+    directory = os.path.dirname(pattern) or "."
+    if glob.has_magic(directory):
+        return None
+    try:
+        with os.scandir(directory):
+            return None
+    except PermissionError:
+        return directory
+    except OSError:
+        return None
+
+
 def _bytes_before(fd: int, offset: int, n: int) -> bytes:
     """The (up to) `n` bytes of the file right before `offset`."""
     n = min(n, offset)
@@ -473,6 +488,7 @@ class DatabaseFollower(Follower):
         for key in [k for k in self._files if k not in found]:
             await self._read_gone(key)
         if not found:
+            denied = denied or unlistable(self.db.log.path)
             why = f"permission denied: {denied}" if denied else f"no file matches {self.db.log.path}"
             self.status = SourceStatus(
                 "permission_denied" if denied else "no_file",

@@ -222,6 +222,35 @@ async def test_unreadable_file_is_reported_and_reading_goes_on(
     assert [r.getMessage() for r in caplog.records][1:] == ["the log can be read again"]
 
 
+async def test_a_log_directory_that_cannot_be_listed_is_permission_denied_not_no_file(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # chmod 000 on the log directory (as root, the test can only make listing it fail): the glob
+    # matches nothing, and the overview said no_file, "no file matches", where the daemon's user
+    # lacks the right to look.
+    logs = tmp_path / "pglog"
+    logs.mkdir()
+    (logs / "a.log").write_bytes(entry(1))
+    f = await follower(store, str(logs / "*.log"))
+    real_scandir = os.scandir
+
+    def deny(path: Any = ".") -> Any:
+        if str(path) == str(logs):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", deny)
+    await f.poll_or_start_over()
+    assert (f.status.state, f.status.file, f.status.reason) == (
+        "permission_denied",
+        str(logs),
+        f"permission denied: {logs}",
+    )
+    monkeypatch.undo()
+    await f.poll_or_start_over()
+    assert f.status.state == "reading"
+
+
 async def test_restart_resumes_at_the_committed_offset(store: Store, tmp_path: Path) -> None:
     log = tmp_path / "pg.log"
     log.write_bytes(entry(1) + entry(2) + entry(3) + entry(4)[:10])
