@@ -40,7 +40,7 @@ from forwarder.clock import Clock
 from forwarder.config import DatabaseConfig, LogSourceConfig
 from forwarder.logsetup import ThrottledFailureLog
 from forwarder.sources.follower import DISABLED, Follower, SourceStatus
-from forwarder.sources.parsing import AsyncReader, ParseWorker, ReaderSpec, WorkerStartError
+from forwarder.sources.parsing import AsyncReader, ParseWorker, ParseWorkerGone, ReaderSpec, WorkerStartError
 from forwarder.sources.tail import MISMATCH_LINES
 from forwarder.store import Identity, Store
 from forwarder.store.lines import Row
@@ -53,6 +53,19 @@ CHUNK_BYTES = 256 * 1024  # one read of journalctl's output (~1,000 records): on
 OUTPUT_FIELDS = "MESSAGE,_PID,SYSLOG_IDENTIFIER"
 RETRY_FIRST_SECONDS = 1.0
 RETRY_MAX_SECONDS = 60.0
+
+
+def retry_waits(planned: float, *, worked: bool) -> tuple[float, float]:
+    """The wait before journalctl runs again after a session ended, and the one planned after it.
+
+    The wait doubles at each failure, from RETRY_FIRST_SECONDS up to RETRY_MAX_SECONDS. A session
+    that worked (it stored something, ran a long while, or lost its parse worker, which starts again
+    at once) starts the doubling over: a recovery is not paid for with the waits of those before.
+    """
+    wait = RETRY_FIRST_SECONDS if worked else planned
+    return wait, min(wait * 2, RETRY_MAX_SECONDS)
+
+
 EXIT_WAIT_SECONDS = 5.0  # for journalctl to exit once its output ended, before it is killed
 STDERR_KEEP = 4096  # bytes of journalctl's last error output shown in the overview
 # journalctl prints cursors as s=...;i=...;b=...;m=...;t=...;x=... (no quote, no backslash).
@@ -140,11 +153,15 @@ class JournalFollower(Follower):
                 await self._wake.wait()
                 continue
             started = loop.time()
+            before = cursor
+            worker_gone = False
             try:
                 cursor = await self._session(cursor)
             except Exception as exc:  # keep going: the overview shows it
                 where = {"database_id": self.db.id}
-                if isinstance(exc, WorkerStartError):  # its message says why; a traceback only where
+                if isinstance(exc, ParseWorkerGone):  # logged once by the worker, not by each reader
+                    worker_gone = True
+                elif isinstance(exc, WorkerStartError):  # its message says why; a traceback only where
                     self._worker_failures.failure(
                         "the parse worker cannot start; reading waits and tries again", exc, where
                     )
@@ -158,11 +175,10 @@ class JournalFollower(Follower):
             else:
                 continue  # stopped or disabled
             # Pacing a retry, like the poll interval of files: the event loop's time.
-            if loop.time() - started > RETRY_MAX_SECONDS:
-                delay = RETRY_FIRST_SECONDS
+            worked = loop.time() - started > RETRY_MAX_SECONDS or cursor != before or worker_gone
+            wait, delay = retry_waits(delay, worked=worked)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), delay)
-            delay = min(delay * 2, RETRY_MAX_SECONDS)
+                await asyncio.wait_for(self._wake.wait(), wait)
 
     async def _session(self, cursor: str | None) -> str | None:
         """Read journalctl's output until stop() or a disable; returns the cursor stored last.

@@ -18,6 +18,7 @@ import asyncio
 import collections
 import contextlib
 import itertools
+import logging
 import pickle
 import subprocess
 import sys
@@ -40,6 +41,8 @@ from forwarder.sources.parse_worker import (
     w_open,
 )
 from forwarder.store.lines import Row
+
+log = logging.getLogger(__name__)
 
 __all__ = ["AsyncReader", "LocalReader", "ParseWorker", "ParseWorkerGone", "ReaderSpec", "WorkerReader"]
 
@@ -247,7 +250,12 @@ class _Process:
             self.calls.close()
             code = await self.proc.wait()
             if not self.closing:
-                metrics.PARSE_WORKER_EXITS.inc()  # (the follower logs it, at most once a minute)
+                # Said once here: every reader in the worker fails with it (a database each).
+                metrics.PARSE_WORKER_EXITS.inc()
+                log.warning(
+                    "the parse worker exited unasked; another starts and reading resumes from the stored offsets",
+                    extra={"pid": self.proc.pid, "status": code},
+                )
             gone = ParseWorkerGone(f"the parse worker exited (status {code})")
             while self.waiting:
                 waiting = self.waiting.popleft()

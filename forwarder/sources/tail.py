@@ -39,7 +39,7 @@ from forwarder.clock import Clock
 from forwarder.config import DatabaseConfig
 from forwarder.pglog import TimeCounts, entries_carry_time, uses_line_prefix
 from forwarder.sources.follower import DISABLED, NO_TIME_COUNTS, Follower, Skipped, SourceStatus
-from forwarder.sources.parsing import AsyncReader, ParseWorker, ReaderSpec, WorkerStartError
+from forwarder.sources.parsing import AsyncReader, ParseWorker, ParseWorkerGone, ReaderSpec, WorkerStartError
 from forwarder.sources.watch import DirectoryWatch, watched_directory
 from forwarder.store import Identity, SourceFile, Store
 from forwarder.store.lines import ROW_DOC, Row
@@ -384,8 +384,9 @@ class DatabaseFollower(Follower):
             await self._start_over()
         except Exception as exc:  # keep going: the overview shows it
             # A failed store write (a full disk, every poll until space is freed) was logged by the
-            # store, at its bounded rate: the log itself was read fine.
-            if not self._store.reported(exc):
+            # store, at its bounded rate: the log itself was read fine. A parse worker's end is
+            # logged once by the worker (its readers, one a database, all fail with it).
+            if not self._store.reported(exc) and not isinstance(exc, ParseWorkerGone):
                 self._failures.failure("reading the log failed", exc, {"database_id": self.db.id})
             reason = write_failure_reason(exc) or type(exc).__name__
             self.status = SourceStatus("error", self.status.file, reason)

@@ -29,7 +29,13 @@ import pytest
 from forwarder.clock import FakeClock
 from forwarder.config import ConfigError, DatabaseConfig, LogSourceConfig, config_from_dict
 from forwarder.pglog import make_reader, parse_stream
-from forwarder.sources.journal import JournalFollower, journalctl_args
+from forwarder.sources.journal import (
+    RETRY_FIRST_SECONDS,
+    RETRY_MAX_SECONDS,
+    JournalFollower,
+    journalctl_args,
+    retry_waits,
+)
 from forwarder.store import LineQuery, Store
 from tests.pgcluster import process_exited
 
@@ -390,3 +396,17 @@ async def test_records_that_never_match_the_prefix_are_shown_as_a_format_mismatc
     assert all(line.unparsed for line in kept)
     await until(lambda: _count(store, len(kept)), idle=clock)  # kept as unmatched entries, never dropped
     await run.stop()
+
+
+def test_journalctl_waits_double_at_each_failure_and_start_over_after_a_session_that_worked() -> None:
+    # Run for real, a parse worker killed after each recovery made the journal wait 2.5, 3.3, 5.4,
+    # 9.5, 17.5, 33.5 s: the doubling was reset only by a session of more than a minute.
+    planned, waits = RETRY_FIRST_SECONDS, []
+    for worked in (False, False, False, True, False, True, True):
+        wait, planned = retry_waits(planned, worked=worked)
+        waits.append(wait)
+    assert waits == [1, 2, 4, 1, 2, 1, 1]
+    planned = RETRY_FIRST_SECONDS
+    for _ in range(10):
+        wait, planned = retry_waits(planned, worked=False)
+    assert wait == RETRY_MAX_SECONDS

@@ -4,6 +4,8 @@ not "reading the log failed"), keeps its place, and tries again later with a dou
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -79,4 +81,45 @@ async def test_a_worker_that_cannot_start_is_reported_as_such_and_retried_later(
         assert await all_messages(store) == ['relation "t1" does not exist']
         assert "reading the log failed" not in caplog.messages
     finally:
+        await worker.aclose()
+
+
+async def test_a_worker_killed_under_several_databases_is_logged_once_and_each_reads_on(
+    store: Store, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Run for real with 32 databases on one worker, each kill logged "reading the log failed", with
+    # its traceback, 32 times: once per database reading through it.
+    caplog.set_level(logging.INFO, logger="forwarder.sources")
+    worker = ParseWorker()
+    followers = []
+    for name in ("a", "b", "c"):
+        (tmp_path / f"{name}.log").write_bytes(ENTRY)
+        db = DatabaseConfig(
+            id=name,
+            name=name,
+            host="h",
+            log=LogSourceConfig(path=str(tmp_path / f"{name}.log"), line_prefix="%m [%p] "),
+        )
+        followers.append(DatabaseFollower(db, await store.register_database(db), store, FakeClock(), worker))
+    try:
+        for f in followers:
+            await f.poll_or_start_over()
+        pid = worker.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        for f in followers:
+            (tmp_path / f"{f.db.id}.log").write_bytes(ENTRY * 2)
+            await f.poll_or_start_over()
+            assert f.status.state == "error"
+        for f in followers:
+            await f.poll_or_start_over()
+            assert f.status.state == "reading"
+        warned = [r for r in caplog.records if r.levelno >= logging.WARNING]
+        assert [r.getMessage() for r in warned] == [
+            "the parse worker exited unasked; another starts and reading resumes from the stored offsets"
+        ]
+        assert warned[0].__dict__["status"] == -signal.SIGKILL and warned[0].exc_info is None
+    finally:
+        for f in followers:
+            await f.drain()
         await worker.aclose()
