@@ -32,9 +32,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import re
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from forwarder.clock import Clock
 from forwarder.config import DatabaseConfig, LogSourceConfig
@@ -94,6 +96,34 @@ def journalctl_args(log_config: LogSourceConfig, cursor: str | None) -> list[str
     if cursor is not None:
         args.append(f"--cursor={cursor}")
     return args + log_config.journal_matches()
+
+
+@dataclass
+class _Directory:
+    """A directory held open, to tell whether its path still names it."""
+
+    path: Path
+    fd: int
+
+    @classmethod
+    def open(cls, path: Path | None) -> _Directory | None:
+        if path is None:
+            return None
+        try:
+            return cls(path, os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+        except OSError:
+            return None  # journalctl says what is wrong with it
+
+    def replaced(self) -> bool:
+        held = os.fstat(self.fd)
+        try:
+            now = os.stat(self.path)
+        except OSError:
+            return True
+        return held.st_nlink == 0 or (held.st_dev, held.st_ino) != (now.st_dev, now.st_ino)
+
+    def close(self) -> None:
+        os.close(self.fd)
 
 
 class JournalUnavailable(Exception):
@@ -206,6 +236,11 @@ class JournalFollower(Follower):
         assert proc.stdout is not None and proc.stderr is not None
         errors = asyncio.create_task(_tail_of(proc.stderr))
         self._reader = session.reader
+        # journalctl --follow keeps watching the directory it opened: one removed and made again
+        # (a journald set up anew) is never read. At each poll interval the directory held open
+        # here must still be the one at its path (an inode number may be reused: a removed
+        # directory has no links left).
+        directory = _Directory.open(self.db.log.journal_directory)
         self.status = SourceStatus("reading", self.where)
         self._journal_failures.ok("journalctl runs again", {"database_id": self.db.id})
         ended = False
@@ -230,8 +265,14 @@ class JournalFollower(Follower):
                     )
                 elif self._status.state != "reading":
                     self.status = SourceStatus("reading", self.where)
+                if directory is not None and directory.replaced():
+                    raise JournalUnavailable(
+                        f"the journal directory {directory.path} was replaced; journalctl runs again"
+                    )
         finally:
             self._reader = None
+            if directory is not None:
+                directory.close()
             if ended:  # its output ended: it is exiting by itself, and its own status says why
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(proc.wait(), EXIT_WAIT_SECONDS)

@@ -317,6 +317,29 @@ async def test_disabling_the_database_ends_journalctl_and_enabling_it_resumes(st
     assert [d["message"] for d in await stored(store)] == expected()[:-1]  # the newest entry: read again each run
 
 
+async def test_a_journal_directory_made_anew_is_read_by_a_new_journalctl(store: Store, tmp_path: Path) -> None:
+    # journalctl --follow --directory keeps the directory it opened: one removed and made again (a
+    # journald set up anew) was never read, while the overview said "reading".
+    journal, clock = Journal(tmp_path), FakeClock()
+    directory = tmp_path / "journal"
+    directory.mkdir()
+    journal.append(RECORDED)
+    db = db_config(journal.script)
+    db = db.model_copy(update={"log": db.log.model_copy(update={"journal_directory": directory})})
+    run = Running(JournalFollower(db, await store.register_database(db), store, clock))
+    try:
+        await until(lambda: _count(store, len(expected()) - 1))
+        assert len(journal.calls()) == 1 and f"--directory={directory}" in journal.calls()[0]
+        directory.rmdir()
+        directory.mkdir()
+        await until(lambda: _async(len(journal.calls()) == 2))
+        await until(lambda: _state(run, "reading"))
+        assert len(await stored(store)) == len(expected()) - 1  # nothing read twice
+    finally:
+        await run.stop()
+    assert journal.child_gone()
+
+
 async def _count(store: Store, n: int) -> bool:
     return len(await stored(store)) == n
 
