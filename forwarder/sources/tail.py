@@ -257,7 +257,7 @@ class DatabaseFollower(Follower):
         self._compressed: dict[tuple[int, int], str] = {}  # files never read, and their format
         self._known: dict[tuple[int, int], SourceFile] = {}
         # head -> end offset of files truncated or gone, and (a gone file's) last bytes before it
-        self._retired: dict[bytes, tuple[int, bytes]] = {}
+        self._retired: dict[bytes, tuple[int, bytes, bool]] = {}  # (and whether it is gone, not truncated)
         self._watch: DirectoryWatch | None = None
         self._watch_failure: str | None = None  # the last reason the directory could not be watched, logged once
         self._stopped = asyncio.Event()  # ends the batch window early
@@ -627,15 +627,13 @@ class DatabaseFollower(Follower):
         known = self._known.get(key)
         start = 0
         stored_head = head
-        if (
-            known is not None
-            and known.head
-            and head[: len(known.head)] == known.head
-            and _bytes_before(fh.fileno(), known.offset, len(known.tail)) == known.tail
-        ):
-            # Same file as before the restart: resume where the stored lines end.
-            start = known.offset
-            stored_head = known.head
+        if known is not None and known.head and head[: len(known.head)] == known.head:
+            if _bytes_before(fh.fileno(), known.offset, len(known.tail)) == known.tail:
+                # Same file as before the restart: resume where the stored lines end.
+                start = known.offset
+                stored_head = known.head
+            # else the same file truncated and written again while we were away, from the same
+            # first bytes (a prefix without a time): read from its start. A copy has another inode.
         else:
             # A new inode with the first bytes of a file we read: a copy (logrotate copytruncate
             # with a glob that matches the copies). Its lines up to that file's offset are stored.
@@ -726,8 +724,17 @@ class DatabaseFollower(Follower):
                     continue  # the same start, then other lines: another file
             live = live or as_read
             offsets.append(f.read_pos)
-        for h, (end, last) in self._retired.items():
-            if h == head and (not last or size < end or os.pread(fd, len(last), end - len(last)) == last):
+        if offsets:
+            # The file followed now with the head is the newest of those that had it: the ones it
+            # replaced (truncated before, or known from the store) are older copies' originals.
+            return max(offsets), live
+        for h, (end, last, gone) in self._retired.items():
+            if h != head:
+                continue
+            # A truncated file's copy may stop short of where the file was read to (the server
+            # wrote on between the copy and the truncation); nothing copies a file renamed or
+            # deleted away, so a file that starts like one is another unless it holds its end.
+            if (size < end and not gone) or (size >= end and os.pread(fd, len(last), end - len(last)) == last):
                 offsets.append(end)
         # (the files followed now are stored too: they were judged above). One not looked at yet
         # since a restart may be the original, not truncated yet.
@@ -741,11 +748,11 @@ class DatabaseFollower(Follower):
         ]
         return (max(offsets + stored), live or bool(stored)) if offsets or stored else None
 
-    def _retire(self, f: _File, last: bytes = b"") -> None:
-        """Remember where a truncated or vanished file ended (and, when known, its `last` bytes
-        before that), for a copy of it seen later."""
+    def _retire(self, f: _File, last: bytes, *, gone: bool) -> None:
+        """Remember where a truncated or vanished (`gone`) file ended and its `last` bytes before
+        that, for a copy of it seen later."""
         if len(f.head) == HEAD_BYTES:
-            self._retired[f.head] = (f.read_pos, last)
+            self._retired[f.head] = (f.read_pos, last, gone)
             while len(self._retired) > RETIRED_HEADS:
                 del self._retired[next(iter(self._retired))]
 
@@ -780,7 +787,7 @@ class DatabaseFollower(Follower):
             # Truncated (log_truncate_on_rotation reusing postgresql-%a.log, copytruncate), maybe
             # already rewritten past our position: what was pending is complete, the file starts over.
             await self._commit(await f.reader.flush(), [f])
-            self._retire(f)
+            self._retire(f, f.tail, gone=False)
             await f.reader.aclose()
             f.reader = await self._file_reader()
             f.base = f.committed = f.read_pos = f.seen_lines = 0
@@ -880,7 +887,7 @@ class DatabaseFollower(Follower):
         if f.fh is not None and f.read_pos > 0:
             n = min(f.read_pos, COMPARE_BYTES)
             last = os.pread(f.fh.fileno(), n, f.read_pos - n)
-        self._retire(f, last)
+        self._retire(f, last, gone=True)
         await f.reader.aclose()
         f.close()
 

@@ -323,6 +323,81 @@ async def test_copytruncate_with_the_same_start_reads_the_copy_once_and_the_new_
     assert got == [f'relation "t{i}" does not exist' for i in (1, 2, 3, 4, *range(10, 16))]
 
 
+def relations(msgs: list[str]) -> list[str]:
+    return [m for m in msgs if m.startswith("relation")]
+
+
+def rel(*ids: int) -> list[str]:
+    return [f'relation "t{i}" does not exist' for i in ids]
+
+
+async def test_files_rewritten_with_the_same_start_while_stopped_are_each_read_from_their_start(
+    store: Store, tmp_path: Path
+) -> None:
+    # log_truncate_on_rotation with postgresql-%a.log and a prefix without a time: Mon and Tue were
+    # written again while the daemon was stopped. Mon, shorter than where Tue had been read to, was
+    # taken for a copy of Tue and skipped whole.
+    mon, tue = tmp_path / "postgresql-Mon.log", tmp_path / "postgresql-Tue.log"
+    mon.write_bytes(SAME_START + b"".join(entry(i) for i in range(1, 4)))
+    tue.write_bytes(SAME_START + b"".join(entry(i) for i in range(4, 10)))
+    os.utime(mon, ns=(1, 1))
+    f = await follower(store, str(tmp_path / "*.log"))
+    await f.poll()
+    await f.drain()
+    mon.write_bytes(SAME_START + b"".join(entry(i) for i in range(20, 22)))
+    tue.write_bytes(SAME_START + b"".join(entry(i) for i in range(30, 33)))
+    os.utime(mon, ns=(2, 2))
+    g = await follower(store, str(tmp_path / "*.log"))
+    await g.poll()
+    await g.drain()
+    assert relations(await messages(store)) == rel(*range(1, 10), 20, 21, 30, 31, 32)
+
+
+async def test_a_new_file_that_stays_empty_a_while_is_no_copy_of_the_file_renamed_away(
+    store: Store, tmp_path: Path
+) -> None:
+    # logrotate `create` with a glob of the live file only, a quiet server: the new file stayed
+    # empty past the renamed file's last 5 s, then started like it (a prefix without a time). It
+    # was taken for a copy of the file renamed away and read from its end.
+    log = tmp_path / "pg.log"
+    log.write_bytes(SAME_START + b"".join(entry(i) for i in range(1, 7)))
+    clock = FakeClock()
+    f = await follower(store, str(log), clock)
+    await f.poll()
+    log.rename(tmp_path / "pg.log.0")
+    log.write_bytes(b"")
+    await f.poll()
+    clock.advance(ROTATE_WAIT_SECONDS)
+    await f.poll()  # pg.log.0 is done with
+    log.write_bytes(SAME_START + b"".join(entry(i) for i in range(10, 13)))
+    await f.poll()
+    await f.drain()
+    assert relations(await messages(store)) == rel(*range(1, 7), 10, 11, 12)
+
+
+async def test_a_copy_continues_where_its_original_was_read_to_not_where_an_older_truncation_ended(
+    store: Store, tmp_path: Path
+) -> None:
+    # Two copytruncate rotations with the same first bytes: the second copy, holding lines not read
+    # yet, was read from where the first rotation's (longer) file had ended: past its own end.
+    log = tmp_path / "pg.log"
+    log.write_bytes(SAME_START + b"".join(entry(i) for i in range(1, 9)))
+    f = await follower(store, str(tmp_path / "pg.log*"))
+    await f.poll()
+    (tmp_path / "pg.log.1").write_bytes(log.read_bytes())
+    log.write_bytes(SAME_START + entry(10))
+    os.utime(tmp_path / "pg.log.1", ns=(1, 1))
+    await f.poll()
+    with log.open("ab") as out:
+        out.write(entry(11) + entry(12))  # not read before the next rotation
+    (tmp_path / "pg.log.2").write_bytes(log.read_bytes())
+    log.write_bytes(SAME_START + entry(20))
+    os.utime(tmp_path / "pg.log.2", ns=(2, 2))
+    await f.poll()
+    await f.drain()
+    assert relations(await messages(store)) == rel(*range(1, 9), 10, 11, 12, 20)
+
+
 async def test_a_file_renamed_out_of_the_glob_is_read_while_the_server_still_writes_to_it(
     store: Store, tmp_path: Path
 ) -> None:
