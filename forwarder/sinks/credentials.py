@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import html
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -55,8 +56,9 @@ _FUZZY_MIN: Final = 6
 _TAIL_MIN: Final = 4
 # A secret of several words (a PEM key) hides each of its pieces this long or longer on its own too.
 _PIECE_MIN: Final = 16
-# What a receiver may have put between two characters of a secret when it re-wrapped or quoted it.
-_SEPARATORS: Final = frozenset("\"'\\")
+# What a receiver may have put between two characters of a secret when it re-wrapped, quoted or
+# listed it (pieces joined with `+` or `,` by an echo of the request's code or headers).
+_SEPARATORS: Final = frozenset("\"'\\+,")
 
 
 def is_secret_parameter(name: str) -> bool:
@@ -154,10 +156,11 @@ def _base64_cores(text: str) -> set[str]:
 
 
 def secret_forms(secret: str) -> set[str]:
-    """`secret` as given and as it may travel or be echoed: URL-encoded, JSON-escaped, inside base64."""
+    """`secret` as given and as it may travel or be echoed: URL-encoded, JSON- or HTML-escaped,
+    inside base64."""
     if not secret:
         return set()
-    forms = {secret, quote(secret, safe=""), quote_plus(secret), json.dumps(secret)[1:-1]}
+    forms = {secret, quote(secret, safe=""), quote_plus(secret), json.dumps(secret)[1:-1], html.escape(secret)}
     forms |= _base64_cores(secret)
     forms |= {f for f in (secret.strip(), *secret.split()) if len(f) >= _PIECE_MIN}  # a PEM key's lines
     return {f for f in forms if f}
@@ -178,7 +181,7 @@ class Hidden:
             if secret:
                 forms |= secret_forms(secret)
         ordered = tuple(sorted(forms, key=lambda f: (-len(f), f)))
-        compact = {_compacted(f) for f in ordered}
+        compact = {_compacted(f).lower() for f in ordered}  # (`_spread` looks in the lower-cased text)
         return cls(ordered, tuple(sorted((c for c in compact if len(c) >= _FUZZY_MIN), key=lambda c: (-len(c), c))))
 
     @classmethod
@@ -190,17 +193,20 @@ class Hidden:
         return bool(self.forms)
 
     def text(self, text: str) -> str:
-        """`text` with every form replaced by <hidden>: whole, spread over whitespace or quotes, or cut at the end."""
+        """`text` with every form replaced by <hidden>: whole, spread over whitespace, quotes or list
+        separators, or cut at the end; in any case (an answer may upper-case what it echoes)."""
         for form in self.forms:
             if form in text:
                 text = text.replace(form, HIDDEN)
         return self._tail(self._spread(text))
 
     def _spread(self, text: str) -> str:
-        # Forms are looked for in the text without its separators; each one found is cut out of the
-        # text as it was, separators inside it included.
+        # Forms are looked for in the text without its separators, in lower case; each one found is
+        # cut out of the text as it was, separators inside it included.
         kept = [i for i, ch in enumerate(text) if not _is_separator(ch)]
         flat = "".join(text[i] for i in kept)
+        if len(lowered := flat.lower()) == len(flat):  # (a few letters lower-case to two characters)
+            flat = lowered
         spans: list[tuple[int, int]] = []
         for form in self.compact:
             at = flat.find(form)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import html
 from urllib.parse import quote
 
 import pytest
@@ -81,6 +82,27 @@ def test_a_secret_is_hidden_in_every_form(said: str) -> None:
     shown = Hidden.of([SECRET]).text(said)
     assert "<hidden>" in shown
     assert SECRET[:7] not in shown and "Token" not in shown, shown
+
+
+ODD = 'Zq9SecRetT0ken/AB+cd="q"<z9Xy'
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        f"echo: '{ODD[:6]}'+'{ODD[6:14]}'+'{ODD[14:]}'",  # the request's code, echoed
+        f"keys: {ODD[:6]},{ODD[6:14]},{ODD[14:]}",
+        f"<p>bad key {html.escape(ODD)}</p>",
+        f"BAD KEY {ODD.upper()}",
+        f"bad key {ODD.lower()}",
+    ],
+    ids=["plus-joined", "comma-joined", "html-escaped", "upper-case", "lower-case"],
+)
+def test_a_secret_is_hidden_in_the_forms_receivers_were_seen_to_echo(said: str) -> None:
+    # Run for real: each of these showed the secret in last_error, the test endpoint and the log.
+    shown = Hidden.of([ODD]).text(said)
+    assert "<hidden>" in shown
+    assert "zq9sec" not in shown.lower() and "rett0ken" not in shown.lower(), shown
 
 
 def test_ordinary_text_is_left_as_it_is() -> None:
