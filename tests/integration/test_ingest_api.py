@@ -105,9 +105,12 @@ def test_real_postgres_log_through_the_logs_api(cluster: PgCluster, daemon: Daem
     assert alpha["user"] == "postgres" and alpha["database"] == "postgres" and alpha["application"] == "billing"
     assert isinstance(alpha["pid"], int) and alpha["statement"] == "SELECT * FROM missing_alpha;"
     assert abs(time.time() - time.mktime(time.strptime(alpha["time"][:19], "%Y-%m-%dT%H:%M:%S")) + time.timezone) < 120
+    # log_min_duration_statement = 100: the two sleeps, and any other statement a loaded machine
+    # took that long over (CI on two busy cores made a third).
     slow = [x for x in lines if x["kind"] == "slow_query"]
-    assert len(slow) == 2 and all(x["duration_ms"] >= 150 for x in slow)
-    assert all("pg_sleep($1)" in x["statement"] and x["redacted"] for x in slow)
+    assert all(x["duration_ms"] >= 100 for x in slow)
+    sleeps = [x for x in slow if "pg_sleep($1)" in x["statement"]]
+    assert len(sleeps) == 2 and all(x["duration_ms"] >= 150 and x["redacted"] for x in sleeps)
     dup = next(x for x in lines if x["message"].startswith("duplicate key value"))
     assert dup["detail"] == "Key (email)=(...) already exists." and dup["redacted"] is True
     everything = json.dumps(lines)
