@@ -282,6 +282,14 @@ async def test_truncation_starts_the_file_over(store: Store, tmp_path: Path) -> 
 SAME_START = b"2026-11-22 10:00:00.000 UTC [50] LOG:  checkpoint starting: time\n"
 
 
+def relations(msgs: list[str]) -> list[str]:
+    return [m for m in msgs if m.startswith("relation")]
+
+
+def rel(*ids: int) -> list[str]:
+    return [f'relation "t{i}" does not exist' for i in ids]
+
+
 @pytest.mark.parametrize("restart", [False, True], ids=["running", "across-a-restart"])
 async def test_a_file_rewritten_past_the_offset_with_the_same_start_is_read_from_its_start(
     store: Store, tmp_path: Path, restart: bool
@@ -300,8 +308,7 @@ async def test_a_file_rewritten_past_the_offset_with_the_same_start_is_read_from
         f = await follower(store, str(log))
     await f.poll()
     await f.drain()
-    got = [m for m in await messages(store) if m.startswith("relation")]
-    assert got == [f'relation "t{i}" does not exist' for i in (1, 2, 3, *range(10, 16))]
+    assert relations(await messages(store)) == rel(1, 2, 3, *range(10, 16))
 
 
 async def test_copytruncate_with_the_same_start_reads_the_copy_once_and_the_new_text_whole(
@@ -319,16 +326,7 @@ async def test_copytruncate_with_the_same_start_reads_the_copy_once_and_the_new_
     os.utime(copy, ns=(1, 1))
     await f.poll()
     await f.drain()
-    got = [m for m in await messages(store) if m.startswith("relation")]
-    assert got == [f'relation "t{i}" does not exist' for i in (1, 2, 3, 4, *range(10, 16))]
-
-
-def relations(msgs: list[str]) -> list[str]:
-    return [m for m in msgs if m.startswith("relation")]
-
-
-def rel(*ids: int) -> list[str]:
-    return [f'relation "t{i}" does not exist' for i in ids]
+    assert relations(await messages(store)) == rel(1, 2, 3, 4, *range(10, 16))
 
 
 async def test_files_rewritten_with_the_same_start_while_stopped_are_each_read_from_their_start(
