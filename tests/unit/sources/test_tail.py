@@ -282,6 +282,11 @@ async def test_truncation_starts_the_file_over(store: Store, tmp_path: Path) -> 
 SAME_START = b"2026-11-22 10:00:00.000 UTC [50] LOG:  checkpoint starting: time\n"
 
 
+def same_start(*ids: int) -> bytes:
+    """A file that starts with SAME_START, then entries `ids`."""
+    return SAME_START + b"".join(entry(i) for i in ids)
+
+
 def relations(msgs: list[str]) -> list[str]:
     return [m for m in msgs if m.startswith("relation")]
 
@@ -298,12 +303,12 @@ async def test_a_file_rewritten_past_the_offset_with_the_same_start_is_read_from
     # was read before the next look: the head is the same, the size past the offset. Every entry of
     # the new text up to the old offset was skipped.
     log = tmp_path / "postgresql-Mon.log"
-    log.write_bytes(SAME_START + b"".join(entry(i) for i in range(1, 4)))
+    log.write_bytes(same_start(*range(1, 4)))
     f = await follower(store, str(log))
     await f.poll()
     if restart:
         await f.drain()
-    log.write_bytes(SAME_START + b"".join(entry(i) for i in range(10, 16)))  # truncated, written again
+    log.write_bytes(same_start(*range(10, 16)))  # truncated, written again
     if restart:
         f = await follower(store, str(log))
     await f.poll()
@@ -317,12 +322,12 @@ async def test_copytruncate_with_the_same_start_reads_the_copy_once_and_the_new_
     # The copy and the file written again after the truncation both start like the file that was
     # read: the copy holds what was read, the file does not.
     log = tmp_path / "pg.log"
-    log.write_bytes(SAME_START + b"".join(entry(i) for i in range(1, 4)))
+    log.write_bytes(same_start(*range(1, 4)))
     f = await follower(store, str(tmp_path / "pg.log*"))
     await f.poll()
     copy = tmp_path / "pg.log.1"
     copy.write_bytes(log.read_bytes() + entry(4))  # entry 4 written before the copy, after our poll
-    log.write_bytes(SAME_START + b"".join(entry(i) for i in range(10, 16)))
+    log.write_bytes(same_start(*range(10, 16)))
     os.utime(copy, ns=(1, 1))
     await f.poll()
     await f.drain()
@@ -336,14 +341,14 @@ async def test_files_rewritten_with_the_same_start_while_stopped_are_each_read_f
     # written again while the daemon was stopped. Mon, shorter than where Tue had been read to, was
     # taken for a copy of Tue and skipped whole.
     mon, tue = tmp_path / "postgresql-Mon.log", tmp_path / "postgresql-Tue.log"
-    mon.write_bytes(SAME_START + b"".join(entry(i) for i in range(1, 4)))
-    tue.write_bytes(SAME_START + b"".join(entry(i) for i in range(4, 10)))
+    mon.write_bytes(same_start(*range(1, 4)))
+    tue.write_bytes(same_start(*range(4, 10)))
     os.utime(mon, ns=(1, 1))
     f = await follower(store, str(tmp_path / "*.log"))
     await f.poll()
     await f.drain()
-    mon.write_bytes(SAME_START + b"".join(entry(i) for i in range(20, 22)))
-    tue.write_bytes(SAME_START + b"".join(entry(i) for i in range(30, 33)))
+    mon.write_bytes(same_start(*range(20, 22)))
+    tue.write_bytes(same_start(*range(30, 33)))
     os.utime(mon, ns=(2, 2))
     g = await follower(store, str(tmp_path / "*.log"))
     await g.poll()
@@ -358,7 +363,7 @@ async def test_a_new_file_that_stays_empty_a_while_is_no_copy_of_the_file_rename
     # empty past the renamed file's last 5 s, then started like it (a prefix without a time). It
     # was taken for a copy of the file renamed away and read from its end.
     log = tmp_path / "pg.log"
-    log.write_bytes(SAME_START + b"".join(entry(i) for i in range(1, 7)))
+    log.write_bytes(same_start(*range(1, 7)))
     clock = FakeClock()
     f = await follower(store, str(log), clock)
     await f.poll()
@@ -367,7 +372,7 @@ async def test_a_new_file_that_stays_empty_a_while_is_no_copy_of_the_file_rename
     await f.poll()
     clock.advance(ROTATE_WAIT_SECONDS)
     await f.poll()  # pg.log.0 is done with
-    log.write_bytes(SAME_START + b"".join(entry(i) for i in range(10, 13)))
+    log.write_bytes(same_start(*range(10, 13)))
     await f.poll()
     await f.drain()
     assert relations(await messages(store)) == rel(*range(1, 7), 10, 11, 12)
@@ -379,17 +384,17 @@ async def test_a_copy_continues_where_its_original_was_read_to_not_where_an_olde
     # Two copytruncate rotations with the same first bytes: the second copy, holding lines not read
     # yet, was read from where the first rotation's (longer) file had ended: past its own end.
     log = tmp_path / "pg.log"
-    log.write_bytes(SAME_START + b"".join(entry(i) for i in range(1, 9)))
+    log.write_bytes(same_start(*range(1, 9)))
     f = await follower(store, str(tmp_path / "pg.log*"))
     await f.poll()
     (tmp_path / "pg.log.1").write_bytes(log.read_bytes())
-    log.write_bytes(SAME_START + entry(10))
+    log.write_bytes(same_start(10))
     os.utime(tmp_path / "pg.log.1", ns=(1, 1))
     await f.poll()
     with log.open("ab") as out:
         out.write(entry(11) + entry(12))  # not read before the next rotation
     (tmp_path / "pg.log.2").write_bytes(log.read_bytes())
-    log.write_bytes(SAME_START + entry(20))
+    log.write_bytes(same_start(20))
     os.utime(tmp_path / "pg.log.2", ns=(2, 2))
     await f.poll()
     await f.drain()
