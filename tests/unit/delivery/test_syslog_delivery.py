@@ -107,7 +107,9 @@ class SyslogReceiver:
         return [m for frames in self.connections for m in frames]
 
     async def wait_for(self, n: int) -> None:
-        await wait_until(self.arrived, lambda: len(self.messages) >= n, 10)
+        # 1,200 lines over TLS take ~0.5 s; 30 s leaves room for two loaded cores under faketime
+        # (10 s ran out there once).
+        await wait_until(self.arrived, lambda: len(self.messages) >= n, 30)
 
     async def aclose(self) -> None:
         if self._server is not None:
