@@ -664,9 +664,18 @@ class DatabaseFollower(Follower):
         the copy and the truncation: the copy then never gets there, and is taken as it is). Once
         the original is truncated the copy is whole (copytruncate truncates after copying): it is
         taken at once, not kept waiting where a stop would forget the truncated original's offset.
+        A copy that holds more than its original was read to waits for that truncation however long
+        it takes (logrotate's `copy`, which never truncates: the original holds it all).
         """
         if size == 0:
             waiting = bool(self._files or self._retired or self._known)
+        elif same is not None and same[1] and 0 < same[0] <= size:
+            # A whole copy of a file not truncated yet: all it holds is in that file too, which is
+            # read on (the reader may be behind, a backlog after a restart). Read from both, the
+            # bytes past the file's read position would be stored twice. The copy waits, with no
+            # time limit, for the file's truncation: then it is read from where the file was.
+            self._undecided[key] = (size, self._clock.monotonic())
+            return True
         elif same is not None:
             waiting = same[1] and size < same[0]
         elif len(head) < HEAD_BYTES:

@@ -819,6 +819,31 @@ async def test_a_copy_whose_original_is_truncated_is_whole_and_a_restart_does_no
     assert await messages(store) == [f'relation "t{i}" does not exist' for i in (1, 2, 3, 4, 5, 6, 7, 8, 20)]
 
 
+async def test_a_copy_holding_more_than_was_read_waits_for_its_originals_truncation(
+    store: Store, tmp_path: Path
+) -> None:
+    # A restart with a backlog: logrotate copies pg.log while the reader is behind. Read from where
+    # pg.log was read to while pg.log was read on, the copy's bytes past that point were stored
+    # twice (72 entries in a randomized run).
+    log = tmp_path / "pg.log"
+    log.write_bytes(b"".join(entry(i) for i in range(1, 4)))
+    f = await follower(store, str(tmp_path / "pg.log*"))
+    await f.poll()
+    abandon(f)  # killed; entries 4-9 come while it is down
+    with log.open("ab") as out:
+        out.write(b"".join(entry(i) for i in range(4, 10)))
+    copy = tmp_path / "pg.log.1"
+    copy.write_bytes(log.read_bytes())  # logrotate copies; pg.log is truncated later
+    os.utime(copy, ns=(1, 1))
+    g = await follower(store, str(tmp_path / "pg.log*"))
+    await g.poll()  # reads pg.log on from the stored offset; the copy waits
+    await g.poll()
+    log.write_bytes(entry(20))  # the truncation, and the server writes on
+    await g.poll()
+    await g.drain()
+    assert await messages(store) == rel(*range(1, 10), 20)
+
+
 async def test_a_short_new_file_that_starts_like_another_is_read_once_it_stops_growing(
     store: Store, tmp_path: Path
 ) -> None:
