@@ -36,6 +36,14 @@ def entry(i: int, extra: str = "") -> bytes:
     ).encode()
 
 
+def relations(msgs: list[str]) -> list[str]:
+    return [m for m in msgs if m.startswith("relation")]
+
+
+def rel(*ids: int) -> list[str]:
+    return [f'relation "t{i}" does not exist' for i in ids]
+
+
 _made: list[DatabaseFollower] = []  # by `follower`, in the running test
 
 
@@ -263,7 +271,7 @@ async def test_restart_resumes_at_the_committed_offset(store: Store, tmp_path: P
     g = await follower(store, str(log))
     await g.poll()
     await g.drain()
-    assert await messages(store) == [f'relation "t{i}" does not exist' for i in (1, 2, 3, 4)]
+    assert await messages(store) == rel(1, 2, 3, 4)
 
 
 async def test_truncation_starts_the_file_over(store: Store, tmp_path: Path) -> None:
@@ -274,7 +282,7 @@ async def test_truncation_starts_the_file_over(store: Store, tmp_path: Path) -> 
     log.write_bytes(entry(7))  # log_truncate_on_rotation reuses the name a week later
     await f.poll()
     await f.drain()
-    assert await messages(store) == [f'relation "t{i}" does not exist' for i in (1, 2, 7)]
+    assert await messages(store) == rel(1, 2, 7)
 
 
 # The same first line in every file (with a prefix without a time, say '[%p] ', each file starts with
@@ -285,14 +293,6 @@ SAME_START = b"2026-11-22 10:00:00.000 UTC [50] LOG:  checkpoint starting: time\
 def same_start(*ids: int) -> bytes:
     """A file that starts with SAME_START, then entries `ids`."""
     return SAME_START + b"".join(entry(i) for i in ids)
-
-
-def relations(msgs: list[str]) -> list[str]:
-    return [m for m in msgs if m.startswith("relation")]
-
-
-def rel(*ids: int) -> list[str]:
-    return [f'relation "t{i}" does not exist' for i in ids]
 
 
 @pytest.mark.parametrize("restart", [False, True], ids=["running", "across-a-restart"])
@@ -419,7 +419,7 @@ async def test_a_file_renamed_out_of_the_glob_is_read_while_the_server_still_wri
         server.write(entry(2))  # the server's descriptor: the renamed file
         server.flush()
         await f.poll()
-        assert await messages(store) == [f'relation "t{i}" does not exist' for i in (1, 2)]
+        assert await messages(store) == rel(1, 2)
         clock.advance(ROTATE_WAIT_SECONDS - 0.5)
         server.write(entry(3))  # growth restarts the wait
         server.flush()
@@ -430,7 +430,7 @@ async def test_a_file_renamed_out_of_the_glob_is_read_while_the_server_still_wri
         clock.advance(0.5)
         await f.poll()
         assert f._files == {}  # quiet for the whole wait: complete, its descriptor given back
-    assert await messages(store) == [f'relation "t{i}" does not exist' for i in (1, 2, 3)]
+    assert await messages(store) == rel(1, 2, 3)
 
 
 async def test_a_long_entry_of_a_renamed_file_goes_out_after_a_second_of_quiet(store: Store, tmp_path: Path) -> None:
@@ -462,7 +462,7 @@ async def test_a_stop_while_a_renamed_file_is_followed_reads_it_to_its_end(store
     with (tmp_path / "postgresql.log.1").open("ab") as server:
         server.write(entry(2) + entry(3))
     await f.drain()
-    assert await messages(store) == [f'relation "t{i}" does not exist' for i in (1, 2, 3)]
+    assert await messages(store) == rel(1, 2, 3)
 
 
 async def test_disabled_reads_nothing_and_enabling_resumes(store: Store, tmp_path: Path) -> None:
@@ -654,7 +654,7 @@ async def test_a_link_to_a_file_of_its_directory_is_followed_across_rotation(sto
     os.rename(tmp_path / "next", current)  # the link moves to the new file, atomically
     await f.poll()
     await f.drain()
-    assert await messages(store) == [f'relation "t{i}" does not exist' for i in (1, 2, 3, 4)]
+    assert await messages(store) == rel(1, 2, 3, 4)
     assert f.status.reason is None
 
 
@@ -769,7 +769,7 @@ async def test_a_copy_seen_while_it_is_written_stores_nothing_twice(store: Store
     log.write_bytes(entry(20))  # truncated in place, and the server writes on
     await f.poll()
     await f.drain()
-    assert await messages(store) == [f'relation "t{i}" does not exist' for i in (1, 2, 3, 4, 5, 6, 7, 20)]
+    assert await messages(store) == rel(1, 2, 3, 4, 5, 6, 7, 20)
 
 
 async def test_a_copy_of_less_than_was_read_is_taken_as_it_is_once_it_stops_growing(
@@ -789,7 +789,7 @@ async def test_a_copy_of_less_than_was_read_is_taken_as_it_is_once_it_stops_grow
     clock.advance(tail.COPY_WAIT_SECONDS)
     await f.poll()
     await f.drain()
-    assert await messages(store) == [f'relation "t{i}" does not exist' for i in (1, 2, 3, 4, 5, 6, 7, 8, 20)]
+    assert await messages(store) == rel(1, 2, 3, 4, 5, 6, 7, 8, 20)
 
 
 async def test_a_copy_whose_original_is_truncated_is_whole_and_a_restart_does_not_read_it_again(
@@ -816,7 +816,7 @@ async def test_a_copy_whose_original_is_truncated_is_whole_and_a_restart_does_no
     g = await follower(store, str(tmp_path / "pg.log*"), clock)
     await g.poll()
     await g.drain()
-    assert await messages(store) == [f'relation "t{i}" does not exist' for i in (1, 2, 3, 4, 5, 6, 7, 8, 20)]
+    assert await messages(store) == rel(1, 2, 3, 4, 5, 6, 7, 8, 20)
 
 
 async def test_a_copy_holding_more_than_was_read_waits_for_its_originals_truncation(
@@ -919,7 +919,7 @@ async def test_a_file_renamed_in_the_same_tick_as_the_new_one_appears_is_read_fi
         os.utime(path, ns=(tick, tick))
     await f.poll()
     await f.drain()
-    assert await messages(store) == [f'relation "t{i}" does not exist' for i in (1, 2, 3)]
+    assert await messages(store) == rel(1, 2, 3)
 
 
 # A container's log: a stderr line in two records (the runtime's partial `P`, then `F`) with a
